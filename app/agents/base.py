@@ -1,0 +1,195 @@
+"""CoTAgent: runs `reason(task, engine)` and turns the chain into the stream of events."""
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from typing import ClassVar
+
+from app.agents.engine import ReasoningEngine
+from app.agents.models import AgentTask
+from app.chain import (
+    ChainCompletedEvent,
+    ChainEvent,
+    ChainFailedEvent,
+    ChainStartedEvent,
+    ChainStatus,
+    DoneEvent,
+    ErrorCode,
+    ReasoningChain,
+    ReasoningStep,
+    ReasoningStepEvent,
+    TaskState,
+    TaskStatusEvent,
+)
+from app.chain.errors import ChainAbort
+from app.tools.executor import ToolExecutor
+
+logger = logging.getLogger(__name__)
+
+_FINAL_STATES = {
+    ChainStatus.COMPLETED: TaskState.COMPLETED,
+    ChainStatus.FAILED: TaskState.FAILED,
+    ChainStatus.CANCELLED: TaskState.CANCELLED,
+}
+
+
+class CoTAgent(ABC):
+    """An agent whose every operation is a tool call recorded in a reasoning chain.
+
+    Subclasses implement `reason`. A run always ends its chain: `chain_completed`, or
+    `chain_failed` with an `error_code` (a `ChainAbort` names it; anything else is
+    `internal_error`), then `done`.
+    """
+
+    agent_id: ClassVar[str] = "cot"
+
+    def __init__(
+        self,
+        executor: ToolExecutor,
+        *,
+        default_model: str,
+        max_output_tokens: int | None = None,
+    ) -> None:
+        self.executor = executor
+        self.default_model = default_model
+        self.max_output_tokens = max_output_tokens
+
+    @abstractmethod
+    async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
+        """Works on the task through `engine`; returns when done, raises `ChainAbort` to
+        fail the chain with a code."""
+
+    def start(
+        self,
+        task: AgentTask,
+        *,
+        chain: ReasoningChain | None = None,
+        on_delta: Callable[[str], None] | None = None,
+    ) -> "AgentRun":
+        """Starts reasoning in a background task; events are buffered until read."""
+        chain = chain or ReasoningChain(
+            task_id=task.id, agent_id=self.agent_id, tenant_id=task.tenant_id
+        )
+        engine = ReasoningEngine(
+            chain,
+            self.executor,
+            task,
+            default_model=self.default_model,
+            max_output_tokens=self.max_output_tokens,
+            on_delta=on_delta,
+        )
+        return AgentRun(self, task, engine)
+
+    async def process_task(
+        self, task: AgentTask, *, on_delta: Callable[[str], None] | None = None
+    ) -> AsyncIterator[ChainEvent]:
+        """Runs the task and yields its events, ending with `done`."""
+        async for event in self.start(task, on_delta=on_delta).events():
+            yield event
+
+
+class AgentRun:
+    """One running task: its chain, its events (one reader), and `cancel`."""
+
+    def __init__(self, agent: CoTAgent, task: AgentTask, engine: ReasoningEngine) -> None:
+        self.task = task
+        self.chain = engine.chain
+        self._agent = agent
+        self._engine = engine
+        self._queue: asyncio.Queue[ChainEvent] = asyncio.Queue()
+        self._cancel_reason: str | None = None
+        self.chain.add_listener(self._on_step)
+        self.chain.status = ChainStatus.THINKING
+        self._emit(ChainStartedEvent(task_id=task.id, chain_id=self.chain.id))
+        self._emit(
+            TaskStatusEvent(task_id=task.id, chain_id=self.chain.id, state=TaskState.WORKING)
+        )
+        self._runner = asyncio.create_task(self._run(), name=f"agent-run-{task.id}")
+
+    async def events(self) -> AsyncIterator[ChainEvent]:
+        """Every event of the run, in order, the moment it exists; ends after `done`. A reader
+        that stops early cancels the run."""
+        try:
+            while True:
+                event = await self._queue.get()
+                yield event
+                if isinstance(event, DoneEvent):
+                    return
+        finally:
+            if not self._runner.done():
+                self.cancel("the reader of the run's events went away")
+                await asyncio.wait([self._runner])
+
+    def cancel(self, reason: str = "the run was cancelled") -> None:
+        """Stops the run promptly, even mid-call; the chain ends `cancelled`, steps kept."""
+        if not self._runner.done():
+            self._cancel_reason = reason
+            self._runner.cancel()
+
+    async def wait(self) -> ReasoningChain:
+        """Waits for the run to end and returns its chain."""
+        await asyncio.wait([self._runner])
+        return self.chain
+
+    @property
+    def done(self) -> bool:
+        return self._runner.done()
+
+    async def _run(self) -> None:
+        try:
+            await self._agent.reason(self.task, self._engine)
+        except asyncio.CancelledError:
+            self._finish(ChainStatus.CANCELLED, ErrorCode.CANCELLED, self._cancel_reason)
+            if self._cancel_reason is None:
+                raise  # not our cancel(): let whoever cancelled the task see it
+        except ChainAbort as abort:
+            self._finish(ChainStatus.FAILED, abort.error_code, abort.message)
+        except Exception as exc:
+            logger.exception("agent run %s failed", self.task.id)
+            self._finish(
+                ChainStatus.FAILED, ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
+            )
+        else:
+            self._finish(ChainStatus.COMPLETED)
+
+    def _finish(
+        self,
+        status: ChainStatus,
+        error_code: ErrorCode | None = None,
+        message: str | None = None,
+    ) -> None:
+        chain = self.chain
+        chain.finish(status, error_code, message)
+        chain.remove_listener(self._on_step)
+        metrics = chain.metrics.model_copy()
+        if error_code is None:
+            self._emit(
+                ChainCompletedEvent(task_id=self.task.id, chain_id=chain.id, metrics=metrics)
+            )
+        else:
+            self._emit(
+                ChainFailedEvent(
+                    task_id=self.task.id,
+                    chain_id=chain.id,
+                    error_code=error_code,
+                    error_message=message or error_code.value,
+                    metrics=metrics,
+                )
+            )
+        self._emit(
+            DoneEvent(task_id=self.task.id, chain_id=chain.id, final_state=_FINAL_STATES[status])
+        )
+
+    def _on_step(self, step: ReasoningStep) -> None:
+        self._emit(
+            ReasoningStepEvent(
+                task_id=self.task.id,
+                chain_id=self.chain.id,
+                step=step,
+                metrics=self.chain.metrics.model_copy(),
+            )
+        )
+
+    def _emit(self, event: ChainEvent) -> None:
+        self._queue.put_nowait(event)

@@ -1,0 +1,186 @@
+"""The API an agent reasons with: every call goes through the executor and into the chain."""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+from uuid import UUID
+
+from app.agents.models import AgentTask
+from app.chain import (
+    ReasoningChain,
+    ReasoningStep,
+    StepType,
+    SynthesisInfo,
+    ThinkingInfo,
+    ToolType,
+    VisibilityConfig,
+    VisibilityLevel,
+)
+from app.tools.builtin.llm import LLM_TOOL_NAME
+from app.tools.executor import ToolExecutor, ToolInvocation, ToolResult
+from app.tools.models import ToolCallContext, ToolDefinition
+
+
+@dataclass(frozen=True, slots=True)
+class ModelToolCall:
+    """A tool call the model asked for; `arguments` is a dict, or raw text if invalid JSON."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | str
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCallResult:
+    """An LLM call's outcome with the steps that record it."""
+
+    result: ToolResult
+
+    @property
+    def success(self) -> bool:
+        return self.result.success
+
+    @property
+    def step_id(self) -> UUID:
+        return self.result.result_step.id
+
+    @property
+    def content(self) -> str | None:
+        value = self.result.value
+        return value.get("content") if isinstance(value, dict) else None
+
+    @property
+    def tool_calls(self) -> list[ModelToolCall]:
+        value = self.result.value
+        if not isinstance(value, dict):
+            return []
+        return [ModelToolCall(c["id"], c["name"], c["arguments"]) for c in value["tool_calls"]]
+
+
+class ReasoningEngine:
+    """One task's handle on the chain and the tools. Steps reach the chain's listeners the
+    moment they are added."""
+
+    def __init__(
+        self,
+        chain: ReasoningChain,
+        executor: ToolExecutor,
+        task: AgentTask,
+        *,
+        default_model: str,
+        max_output_tokens: int | None = None,
+        on_delta: Callable[[str], None] | None = None,
+    ) -> None:
+        self.chain = chain
+        self.task = task
+        self.default_model = task.model or default_model
+        self._executor = executor
+        self._max_output_tokens = max_output_tokens
+        allowed = None if task.tools is None else frozenset([*task.tools, LLM_TOOL_NAME])
+        self._context = ToolCallContext(
+            task_id=task.id,
+            agent_id=chain.agent_id,
+            chain_id=chain.id,
+            tenant_id=task.tenant_id,
+            user_id=task.user_id,
+            allowed_tools=allowed,
+        )
+        self._llm_context = replace(self._context, on_delta=on_delta)
+
+    def available_tools(self) -> list[ToolDefinition]:
+        """The tools this task may call, the LLM excluded."""
+        allowed = self._context.allowed_tools
+        return [
+            definition
+            for definition in self._executor.registry.list_tools()
+            if definition.type is not ToolType.LLM
+            and (allowed is None or definition.name in allowed)
+        ]
+
+    def add_thinking(
+        self,
+        thought: str,
+        *,
+        confidence: float | None = None,
+        visibility: VisibilityLevel = VisibilityLevel.FULL,
+        parent_step_id: UUID | None = None,
+    ) -> ReasoningStep:
+        return self.chain.add_step(
+            ReasoningStep(
+                type=StepType.THINKING,
+                thinking=ThinkingInfo(thought=thought, confidence=confidence),
+                visibility=VisibilityConfig(level=visibility),
+                parent_step_id=parent_step_id,
+            )
+        )
+
+    def add_synthesis(
+        self,
+        conclusion: str,
+        sources: Sequence[UUID],
+        *,
+        visibility: VisibilityLevel = VisibilityLevel.FULL,
+    ) -> ReasoningStep:
+        return self.chain.add_step(
+            ReasoningStep(
+                type=StepType.SYNTHESIS,
+                synthesis=SynthesisInfo(conclusion=conclusion, sources=list(sources)),
+                visibility=VisibilityConfig(level=visibility),
+            )
+        )
+
+    async def call_llm(
+        self,
+        *,
+        prompt: str | None = None,
+        messages: list[dict[str, Any]] | None = None,
+        system: str | None = None,
+        model: str | None = None,
+        tools: Sequence[str] | None = None,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        stop: list[str] | None = None,
+        parent_step_id: UUID | None = None,
+        visibility: VisibilityLevel | None = None,
+    ) -> LLMCallResult:
+        """Calls a model with a `prompt` or `messages`, as a step pair of the `llm` tool."""
+        arguments: dict[str, Any] = {"model": model or self.default_model}
+        optional = {
+            "prompt": prompt,
+            "messages": messages,
+            "system": system,
+            "tools": list(tools) if tools else None,
+            "temperature": temperature,
+            "max_tokens": max_tokens or self._max_output_tokens,
+            "stop": stop,
+        }
+        arguments.update({key: value for key, value in optional.items() if value is not None})
+        context = self._llm_context
+        if parent_step_id is not None:
+            context = replace(context, parent_step_id=parent_step_id)
+        result = await self._executor.execute(
+            self.chain, context, LLM_TOOL_NAME, arguments, visibility=visibility
+        )
+        return LLMCallResult(result)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | str,
+        *,
+        parent_step_id: UUID | None = None,
+        visibility: VisibilityLevel | None = None,
+    ) -> ToolResult:
+        [result] = await self.call_tools(
+            [ToolInvocation(name, arguments, visibility)], parent_step_id=parent_step_id
+        )
+        return result
+
+    async def call_tools(
+        self, invocations: Sequence[ToolInvocation], *, parent_step_id: UUID | None = None
+    ) -> list[ToolResult]:
+        """Runs independent calls concurrently; results come back in call order."""
+        context = self._context
+        if parent_step_id is not None:
+            context = replace(context, parent_step_id=parent_step_id)
+        return await self._executor.execute_batch(self.chain, context, invocations)

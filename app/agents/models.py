@@ -1,0 +1,35 @@
+"""What an agent is asked to do."""
+
+from typing import Any, Self
+from uuid import uuid4
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class AgentTask(BaseModel):
+    """A task: a text `input` or a list of chat `messages`, and how it may be run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(default_factory=lambda: str(uuid4()), min_length=1, max_length=255)
+    input: str | None = Field(default=None, min_length=1)
+    messages: list[dict[str, Any]] | None = Field(default=None, min_length=1)
+    tenant_id: str | None = None
+    user_id: str | None = None
+    model: str | None = None
+    tools: list[str] | None = Field(
+        default=None, description="The tools this task may use; None for every tool."
+    )
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_input(self) -> Self:
+        if (self.input is None) == (self.messages is None):
+            raise ValueError("a task has either `input` or `messages`")
+        return self
+
+    def conversation(self) -> list[dict[str, Any]]:
+        """The task as chat messages."""
+        if self.messages is not None:
+            return [dict(message) for message in self.messages]
+        return [{"role": "user", "content": self.input}]

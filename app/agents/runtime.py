@@ -1,0 +1,57 @@
+"""Builds the agent runtime from settings: gateway, tools, executor, agent."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.agents.react import ReActAgent, ToolCallingMode
+from app.config import Settings
+from app.llm import LLMGateway, load_model_list
+from app.tools.base import BaseTool
+from app.tools.builtin import builtin_tools
+from app.tools.builtin.llm import LLMTool
+from app.tools.executor import ToolExecutor
+from app.tools.guards import ToolGuard
+from app.tools.recording import CostRecorder
+from app.tools.registry import ToolRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRuntime:
+    """Everything a process needs to run tasks; build once at start-up."""
+
+    settings: Settings
+    gateway: LLMGateway
+    registry: ToolRegistry
+    executor: ToolExecutor
+    agent: ReActAgent
+
+    @classmethod
+    def build(
+        cls,
+        settings: Settings,
+        *,
+        tools: Sequence[BaseTool] | None = None,
+        guards: Sequence[ToolGuard] = (),
+        recorder: CostRecorder | None = None,
+        mode: ToolCallingMode = "auto",
+    ) -> "AgentRuntime":
+        gateway = LLMGateway(
+            load_model_list(settings.models_file),
+            default_model=settings.default_model,
+            request_timeout_s=settings.llm_request_timeout_s,
+            default_max_tokens=settings.llm_max_output_tokens,
+        )
+        registry = ToolRegistry(list(builtin_tools() if tools is None else tools))
+        registry.register(LLMTool(gateway, registry, timeout_s=settings.llm_timeout_s))
+        executor = ToolExecutor(
+            registry, guards=guards, recorder=recorder, max_result_chars=settings.max_result_chars
+        )
+        agent = ReActAgent(
+            executor,
+            gateway,
+            default_model=settings.default_model,
+            max_iterations=settings.max_iterations,
+            max_output_tokens=settings.llm_max_output_tokens,
+            mode=mode,
+        )
+        return cls(settings, gateway, registry, executor, agent)

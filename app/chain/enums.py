@@ -1,0 +1,81 @@
+"""Enumerations shared by chains, tools and events."""
+
+from enum import StrEnum
+
+
+class StepType(StrEnum):
+    """What a reasoning step records."""
+
+    THINKING = "thinking"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    SYNTHESIS = "synthesis"
+
+
+class ToolType(StrEnum):
+    """The kind of operation a tool performs; limits and visibility can be set per type."""
+
+    LLM = "llm"
+    EXTERNAL = "external"
+    SKILL = "skill"
+    SUB_AGENT = "sub_agent"
+    DATABASE = "database"
+    FILE_SYSTEM = "file_system"
+    CUSTOM = "custom"
+
+
+class VisibilityLevel(StrEnum):
+    """How much of a step a reader without full access may see."""
+
+    FULL = "full"
+    SUMMARY = "summary"
+    HIDDEN = "hidden"
+
+
+class ChainStatus(StrEnum):
+    """Lifecycle of a reasoning chain."""
+
+    INITIALIZING = "initializing"
+    THINKING = "thinking"
+    TOOL_CALLING = "tool_calling"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL_CHAIN_STATUSES
+
+
+_TERMINAL_CHAIN_STATUSES = frozenset(
+    {ChainStatus.COMPLETED, ChainStatus.FAILED, ChainStatus.CANCELLED}
+)
+
+
+class TaskState(StrEnum):
+    """State of the task a chain works on, as reported by `task_status` and `done` events."""
+
+    SUBMITTED = "submitted"
+    WORKING = "working"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class ErrorCode(StrEnum):
+    """Why a chain or a tool call failed. The set is fixed and documented in the README."""
+
+    BUDGET_EXCEEDED = "budget_exceeded"
+    RATE_LIMITED = "rate_limited"
+    MODEL_NOT_APPROVED = "model_not_approved"
+    PERMISSION_DENIED = "permission_denied"
+    MAX_ITERATIONS = "max_iterations"
+    LLM_ERROR = "llm_error"
+    TOOL_ERROR = "tool_error"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    UNKNOWN_TOOL = "unknown_tool"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    INTERNAL_ERROR = "internal_error"

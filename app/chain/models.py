@@ -1,0 +1,224 @@
+"""ReasoningChain and ReasoningStep: the record of everything an agent did for a task."""
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, Self
+from uuid import UUID, uuid4
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from app.chain.enums import ChainStatus, ErrorCode, StepType, ToolType, VisibilityLevel
+from app.chain.money import USD
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FailedAttempt(_Model):
+    """One attempt of a tool call that failed before the call's final outcome.
+
+    `attempt` is the executor's attempt number (retries); several failed attempts may share
+    one number when the LLM router fell back across deployments inside that attempt.
+    """
+
+    attempt: int = Field(ge=1)
+    error_class: str
+    message: str
+    deployment: str | None = None
+    model: str | None = None
+    status_code: int | None = None
+    backoff_s: float | None = None
+
+
+class ToolCallInfo(_Model):
+    """A tool call as the agent asked for it."""
+
+    tool_type: ToolType
+    tool_name: str = Field(min_length=1, max_length=255)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    correlation_id: UUID = Field(default_factory=uuid4)
+    # LLM calls only
+    model: str | None = None
+    provider: str | None = None
+    prompt_tokens_estimate: int | None = None
+
+
+class ToolResultInfo(_Model):
+    """The outcome of a tool call. `result` may be truncated (see `truncated`)."""
+
+    correlation_id: UUID
+    success: bool
+    result: Any = None
+    error: str | None = None
+    error_code: ErrorCode | None = None
+    duration_ms: float = Field(ge=0)
+    attempts: int = Field(default=1, ge=0)
+    failed_attempts: list[FailedAttempt] = Field(default_factory=list)
+    truncated: bool = False
+    original_chars: int | None = None
+    # usage: LLM calls and any tool that reports it
+    model: str | None = None
+    provider: str | None = None
+    deployment: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+    cost_usd: USD | None = None
+    unpriced: bool = False
+    cached: bool = False
+
+
+class ThinkingInfo(_Model):
+    thought: str
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+
+
+class SynthesisInfo(_Model):
+    """A conclusion and the steps it rests on."""
+
+    conclusion: str
+    sources: list[UUID] = Field(default_factory=list)
+
+
+class VisibilityConfig(_Model):
+    level: VisibilityLevel = VisibilityLevel.FULL
+    summary: str | None = None
+
+
+_PAYLOAD_BY_TYPE = {
+    StepType.THINKING: "thinking",
+    StepType.TOOL_CALL: "tool_call",
+    StepType.TOOL_RESULT: "tool_result",
+    StepType.SYNTHESIS: "synthesis",
+}
+
+
+class ReasoningStep(_Model):
+    """One step of a chain; exactly the payload matching `type` is set."""
+
+    id: UUID = Field(default_factory=uuid4)
+    step_number: int = Field(default=0, ge=0, description="Assigned by the chain, from 1.")
+    type: StepType
+    timestamp: datetime = Field(default_factory=utc_now)
+    thinking: ThinkingInfo | None = None
+    tool_call: ToolCallInfo | None = None
+    tool_result: ToolResultInfo | None = None
+    synthesis: SynthesisInfo | None = None
+    visibility: VisibilityConfig = Field(default_factory=VisibilityConfig)
+    parent_step_id: UUID | None = None
+
+    @model_validator(mode="after")
+    def _payload_matches_type(self) -> Self:
+        expected = _PAYLOAD_BY_TYPE[self.type]
+        for name in _PAYLOAD_BY_TYPE.values():
+            present = getattr(self, name) is not None
+            if present != (name == expected):
+                raise ValueError(f"a {self.type} step must carry exactly the `{expected}` payload")
+        return self
+
+
+class ChainMetrics(_Model):
+    """Running totals of a chain, updated as each step is added.
+
+    `tool_calls` counts every tool call, LLM calls included; `llm_calls` counts those alone.
+    `total_cost_usd` sums priced calls only; `unpriced_calls` says how many had no price.
+    """
+
+    total_steps: int = 0
+    llm_calls: int = 0
+    tool_calls: int = 0
+    failed_tool_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    total_cost_usd: USD = Decimal(0)
+    unpriced_calls: int = 0
+    total_duration_ms: float = 0.0
+
+    def record(self, step: ReasoningStep) -> None:
+        self.total_steps += 1
+        if step.tool_call is not None:
+            self.tool_calls += 1
+            if step.tool_call.tool_type is ToolType.LLM:
+                self.llm_calls += 1
+        result = step.tool_result
+        if result is None:
+            return
+        self.total_duration_ms += result.duration_ms
+        if not result.success:
+            self.failed_tool_calls += 1
+        self.input_tokens += result.input_tokens or 0
+        self.output_tokens += result.output_tokens or 0
+        self.total_tokens += result.total_tokens or 0
+        if result.cost_usd is not None:
+            self.total_cost_usd += result.cost_usd
+        if result.unpriced:
+            self.unpriced_calls += 1
+
+
+StepListener = Callable[[ReasoningStep], None]
+
+
+class ReasoningChain(_Model):
+    """The complete, ordered record of a task's reasoning.
+
+    `add_step` numbers the step, updates the metrics and hands the step synchronously to every
+    listener, so consumers (event channels, stores) see it the moment it exists.
+    """
+
+    id: UUID = Field(default_factory=uuid4)
+    task_id: str = Field(min_length=1, max_length=255)
+    agent_id: str = Field(min_length=1, max_length=255)
+    tenant_id: str | None = None
+    status: ChainStatus = ChainStatus.INITIALIZING
+    started_at: datetime = Field(default_factory=utc_now)
+    completed_at: datetime | None = None
+    steps: list[ReasoningStep] = Field(default_factory=list)
+    metrics: ChainMetrics = Field(default_factory=ChainMetrics)
+    child_chain_ids: list[UUID] = Field(default_factory=list)
+    error_code: ErrorCode | None = None
+    error_message: str | None = None
+
+    _listeners: list[StepListener] = PrivateAttr(default_factory=list)
+
+    def add_listener(self, listener: StepListener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: StepListener) -> None:
+        self._listeners.remove(listener)
+
+    def add_step(self, step: ReasoningStep) -> ReasoningStep:
+        if self.status.is_terminal:
+            raise ValueError(f"chain {self.id} is {self.status}; it takes no more steps")
+        step.step_number = len(self.steps) + 1
+        self.steps.append(step)
+        self.metrics.record(step)
+        for listener in self._listeners:
+            listener(step)
+        return step
+
+    def finish(
+        self,
+        status: ChainStatus,
+        error_code: ErrorCode | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        if not status.is_terminal:
+            raise ValueError(f"{status} is not a terminal chain status")
+        self.status = status
+        self.error_code = error_code
+        self.error_message = error_message
+        self.completed_at = utc_now()
+
+    def step_by_correlation_id(self, correlation_id: UUID) -> ReasoningStep | None:
+        """The tool_call step of a correlation id."""
+        for step in self.steps:
+            if step.tool_call is not None and step.tool_call.correlation_id == correlation_id:
+                return step
+        return None

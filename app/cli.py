@@ -1,0 +1,227 @@
+"""`omniforge`: run a task in-process and watch its chain live; list tools and models."""
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from pydantic import ValidationError
+
+from app.agents import AgentRuntime, AgentTask
+from app.chain import (
+    ChainCompletedEvent,
+    ChainEvent,
+    ChainFailedEvent,
+    ChainMetrics,
+    ReasoningStep,
+    ReasoningStepEvent,
+    ToolType,
+    format_usd,
+)
+from app.config import Settings
+from app.llm import ModelConfigError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+_PREVIEW_CHARS = 160
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings()
+        if getattr(args, "max_iterations", None):
+            settings = settings.model_copy(update={"max_iterations": args.max_iterations})
+        if getattr(args, "model", None):
+            settings = settings.model_copy(update={"default_model": args.model})
+        runtime = AgentRuntime.build(settings, mode=getattr(args, "mode", "auto"))
+    except (ModelConfigError, ValidationError) as exc:
+        print(f"omniforge: configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command == "tools":
+        return _list_tools(runtime, as_json=args.json)
+    if args.command == "models":
+        return _list_models(runtime, as_json=args.json)
+    task = AgentTask(input=args.task, tools=args.tools.split(",") if args.tools else None)
+    try:
+        return asyncio.run(_run(runtime, task, as_json=args.json, stream=args.stream))
+    except KeyboardInterrupt:
+        print("\ninterrupted: the run was cancelled", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="omniforge", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run a task with the ReAct agent and show its chain")
+    run.add_argument("task", help="what to do, in plain words")
+    run.add_argument("--model", help="a model name of the model list (default: the default)")
+    run.add_argument("--tools", help="comma-separated tools the agent may use (default: all)")
+    run.add_argument("--max-iterations", type=int, help="ReAct iterations before giving up")
+    run.add_argument(
+        "--mode",
+        choices=["auto", "native", "text"],
+        default="auto",
+        help="tool calling: native, text ReAct, or auto (native when the model supports it)",
+    )
+    run.add_argument("--json", action="store_true", help="print the events as JSON lines")
+    run.add_argument("--stream", action="store_true", help="show model output as it streams")
+    tools = commands.add_parser("tools", help="list the tools with their JSON schemas")
+    tools.add_argument("--json", action="store_true", help="print OpenAI-style tool specs")
+    models = commands.add_parser("models", help="list the configured models and prices")
+    models.add_argument("--json", action="store_true", help="print as JSON")
+    return parser
+
+
+async def _run(runtime: AgentRuntime, task: AgentTask, *, as_json: bool, stream: bool) -> int:
+    out = sys.stdout
+    if not as_json:
+        model = task.model or runtime.settings.default_model
+        print(f"OmniForge · task {task.id} · model {model} · agent react", file=out)
+    on_delta = _DeltaPrinter(out) if stream and not as_json else None
+    outcome = EXIT_FAILED
+    async for event in runtime.agent.process_task(task, on_delta=on_delta):
+        if as_json:
+            print(event.model_dump_json(), file=out, flush=True)
+        else:
+            if on_delta is not None:
+                on_delta.end_line()
+            _print_event(event, out)
+        if isinstance(event, ChainCompletedEvent):
+            outcome = EXIT_OK
+    return outcome
+
+
+def _print_event(event: ChainEvent, out: TextIO) -> None:
+    if isinstance(event, ReasoningStepEvent):
+        print(_describe_step(event.step), file=out, flush=True)
+    elif isinstance(event, ChainCompletedEvent):
+        print(f"\nCompleted · {_totals(event.metrics)}", file=out, flush=True)
+    elif isinstance(event, ChainFailedEvent):
+        print(
+            f"\nFailed ({event.error_code}): {event.error_message}\n{_totals(event.metrics)}",
+            file=out,
+            flush=True,
+        )
+
+
+def _describe_step(step: ReasoningStep) -> str:
+    label = f"[{step.step_number}]"
+    if step.thinking is not None:
+        return f"{label} thought        {step.thinking.thought}"
+    if step.synthesis is not None:
+        return f"{label} final answer   {step.synthesis.conclusion}"
+    if step.tool_call is not None:
+        call = step.tool_call
+        if call.tool_type is ToolType.LLM:
+            tools = call.arguments.get("tools")
+            suffix = f" tools={','.join(tools)}" if tools else ""
+            return f"{label} llm call       model={call.model}{suffix}"
+        return f"{label} tool call      {call.tool_name} {_preview(call.arguments)}"
+    result = step.tool_result
+    assert result is not None
+    lines = [f"{label} {'llm result' if result.model else 'tool result':<14} "]
+    if result.success:
+        if result.model:
+            cost = "unpriced" if result.cost_usd is None else f"${format_usd(result.cost_usd)}"
+            lines[0] += (
+                f"{result.model} via {result.deployment} · {result.input_tokens} in / "
+                f"{result.output_tokens} out tokens · {cost}"
+            )
+        else:
+            lines[0] += _preview(result.result)
+    else:
+        lines[0] += f"FAILED {result.error_code}: {result.error}"
+    lines[0] += f" · {result.duration_ms:.1f} ms"
+    if result.attempts > 1:
+        lines[0] += f" · {result.attempts} attempts"
+    lines.extend(
+        f"      failed: attempt {f.attempt} {f.deployment or ''} {f.error_class}"
+        f"{f' ({f.status_code})' if f.status_code else ''}: {f.message}"
+        for f in result.failed_attempts
+    )
+    return "\n".join(lines)
+
+
+def _totals(metrics: ChainMetrics) -> str:
+    tools = metrics.tool_calls - metrics.llm_calls
+    unpriced = f" (+{metrics.unpriced_calls} unpriced calls)" if metrics.unpriced_calls else ""
+    return (
+        f"{metrics.total_steps} steps · {metrics.llm_calls} LLM calls · {tools} other tool calls · "
+        f"{metrics.total_tokens} tokens ({metrics.input_tokens} in, {metrics.output_tokens} out) · "
+        f"${format_usd(metrics.total_cost_usd)}{unpriced} · "
+        f"{metrics.total_duration_ms:.1f} ms in calls"
+    )
+
+
+def _preview(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _PREVIEW_CHARS else text[: _PREVIEW_CHARS - 1] + "…"
+
+
+def _list_tools(runtime: AgentRuntime, *, as_json: bool) -> int:
+    definitions = runtime.registry.list_tools()
+    if as_json:
+        print(json.dumps([d.to_openai_tool() for d in definitions], indent=2))
+        return EXIT_OK
+    for definition in definitions:
+        print(f"{definition.name} ({definition.type}) — {definition.description}")
+        print(f"  parameters: {json.dumps(definition.parameters)}")
+    return EXIT_OK
+
+
+def _list_models(runtime: AgentRuntime, *, as_json: bool) -> int:
+    gateway = runtime.gateway
+    rows = []
+    for name in gateway.model_names():
+        for deployment in gateway.deployments(name):
+            price = deployment.price
+            rows.append(
+                {
+                    "model": name,
+                    "deployment": deployment.id,
+                    "litellm_model": deployment.litellm_model,
+                    "native_tools": deployment.supports_tools,
+                    "input_cost_per_token": None
+                    if price is None
+                    else str(price.input_cost_per_token),
+                    "output_cost_per_token": None
+                    if price is None
+                    else str(price.output_cost_per_token),
+                    "fallbacks": gateway.fallbacks(name),
+                    "default": name == gateway.default_model,
+                }
+            )
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    for row in rows:
+        label = (
+            "unpriced"
+            if row["input_cost_per_token"] is None
+            else f"${row['input_cost_per_token']}/${row['output_cost_per_token']} per token in/out"
+        )
+        default = " (default)" if row["default"] else ""
+        print(f"{row['model']}{default} · {row['deployment']} → {row['litellm_model']} · {label}")
+    return EXIT_OK
+
+
+class _DeltaPrinter:
+    """Prints streamed model text as it arrives, on its own indented line."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._open = False
+
+    def __call__(self, text: str) -> None:
+        if not self._open:
+            self._out.write("      ")
+            self._open = True
+        self._out.write(text.replace("\n", "\n      "))
+        self._out.flush()
+
+    def end_line(self) -> None:
+        if self._open:
+            self._out.write("\n")
+            self._open = False

@@ -1,0 +1,52 @@
+"""Errors of the LLM gateway, independent of any provider's exception types."""
+
+from enum import StrEnum
+
+from app.chain import FailedAttempt
+
+
+class ModelConfigError(Exception):
+    """The model list is unusable; the message says which file, model and field."""
+
+
+class UnknownModelError(LookupError):
+    def __init__(self, model: str, known: list[str]) -> None:
+        super().__init__(f"unknown model {model!r}; configured models: {', '.join(known)}")
+        self.model = model
+        self.known = known
+
+
+class LLMErrorKind(StrEnum):
+    TIMEOUT = "timeout"
+    RATE_LIMIT = "rate_limit"
+    TRANSIENT = "transient"  # 5xx, overloaded, connection failures
+    BAD_REQUEST = "bad_request"
+    AUTHENTICATION = "authentication"
+    CONTEXT_WINDOW = "context_window"
+    CONTENT_POLICY = "content_policy"
+    NOT_FOUND = "not_found"
+    UNKNOWN = "unknown"
+
+    @property
+    def retryable(self) -> bool:
+        return self in {LLMErrorKind.TIMEOUT, LLMErrorKind.RATE_LIMIT, LLMErrorKind.TRANSIENT}
+
+
+class LLMCallError(Exception):
+    """Every deployment tried for a call failed; `failed_attempts` lists each, in order."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: LLMErrorKind,
+        status_code: int | None = None,
+        retry_after_s: float | None = None,
+        failed_attempts: list[FailedAttempt] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+        self.failed_attempts = failed_attempts or []

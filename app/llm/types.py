@@ -1,0 +1,61 @@
+"""Requests to and answers from the LLM gateway."""
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from app.chain import FailedAttempt
+
+
+@dataclass(frozen=True, slots=True)
+class LLMRequest:
+    """One chat completion. `model` is a model name of the model list (a router group)."""
+
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: list[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LLMToolCall:
+    """A tool call as the model produced it; `arguments` is the raw JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class LLMResponse:
+    """The answer, who gave it, what it used and cost (None when the price is unknown)."""
+
+    content: str | None
+    tool_calls: list[LLMToolCall]
+    finish_reason: str | None
+    model: str
+    deployment: str
+    provider: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: Decimal | None
+    unpriced: bool
+    failed_attempts: list[FailedAttempt] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class LLMDelta:
+    """A piece of streamed text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """Dollars per token, as registered for a deployment (model list or LiteLLM's map)."""
+
+    input_cost_per_token: Decimal
+    output_cost_per_token: Decimal

@@ -1,0 +1,1 @@
+"""The unified tool interface: definitions, registry, and the executor every call goes through."""

@@ -1,0 +1,190 @@
+"""The LLM as a tool: every model call goes through the executor like any other tool call."""
+
+import json
+from typing import Any
+
+from app.chain import ToolResultInfo, ToolType, format_usd
+from app.llm import LLMCallError, LLMDelta, LLMErrorKind, LLMGateway, LLMRequest, LLMResponse
+from app.tools.base import BaseTool
+from app.tools.errors import ErrorClass, FieldError, InvalidToolArguments, ToolError
+from app.tools.models import (
+    CallEstimate,
+    RetryPolicy,
+    ToolCallContext,
+    ToolDefinition,
+    ToolOutput,
+)
+from app.tools.registry import ToolRegistry
+
+LLM_TOOL_NAME = "llm"
+
+_ERROR_CLASSES = {
+    LLMErrorKind.TIMEOUT: ErrorClass.TIMEOUT,
+    LLMErrorKind.RATE_LIMIT: ErrorClass.RATE_LIMIT,
+    LLMErrorKind.TRANSIENT: ErrorClass.TRANSIENT,
+}
+
+_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "model": {"type": "string", "description": "A model name of the model list."},
+        "prompt": {"type": "string", "description": "A single user message."},
+        "system": {"type": "string", "description": "A system message put before `prompt`."},
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "description": "Chat messages in OpenAI format (instead of `prompt`).",
+            "items": {
+                "type": "object",
+                "required": ["role"],
+                "properties": {"role": {"enum": ["system", "user", "assistant", "tool"]}},
+            },
+        },
+        "tools": {
+            "type": "array",
+            "uniqueItems": True,
+            "items": {"type": "string"},
+            "description": "Names of registered tools the model may call.",
+        },
+        "tool_choice": {"anyOf": [{"enum": ["auto", "none", "required"]}, {"type": "object"}]},
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "max_tokens": {"type": "integer", "minimum": 1},
+        "stop": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+    },
+    "additionalProperties": False,
+}
+
+
+class LLMTool(BaseTool):
+    """Calls a model through the gateway. Streams when the call's context has `on_delta`.
+
+    Its value is `{"content", "tool_calls": [{"id", "name", "arguments"}], "finish_reason"}`;
+    tool-call arguments are parsed JSON objects, or the raw text when the model wrote invalid
+    JSON (the executor then refuses the call with a clear message).
+    """
+
+    def __init__(
+        self,
+        gateway: LLMGateway,
+        registry: ToolRegistry,
+        *,
+        timeout_s: float = 180.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self._gateway = gateway
+        self._registry = registry
+        self._definition = ToolDefinition(
+            name=LLM_TOOL_NAME,
+            type=ToolType.LLM,
+            description="Asks a large language model; fallbacks across deployments included.",
+            parameters=_PARAMETERS,
+            returns_description="the model's text and tool calls",
+            timeout_s=timeout_s,
+            retry=retry or RetryPolicy(max_attempts=3, initial_backoff_s=0.5, max_backoff_s=8),
+        )
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return self._definition
+
+    async def execute(self, arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
+        request = self.request(arguments)
+        try:
+            if context.on_delta is None:
+                response = await self._gateway.complete(request)
+            else:
+                response = await self._stream(request, context)
+        except LLMCallError as exc:
+            raise ToolError(
+                exc.message,
+                error_class=_ERROR_CLASSES.get(exc.kind, ErrorClass.PERMANENT),
+                status_code=exc.status_code,
+                retry_after_s=exc.retry_after_s,
+                failed_attempts=exc.failed_attempts,
+            ) from exc
+        return ToolOutput(
+            value={
+                "content": response.content,
+                "tool_calls": [
+                    {"id": call.id, "name": call.name, "arguments": _parsed(call.arguments)}
+                    for call in response.tool_calls
+                ],
+                "finish_reason": response.finish_reason,
+            },
+            model=response.model,
+            provider=response.provider,
+            deployment=response.deployment,
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+            cost_usd=response.cost_usd,
+            unpriced=response.unpriced,
+            failed_attempts=response.failed_attempts,
+        )
+
+    async def estimate(self, arguments: dict[str, Any], context: ToolCallContext) -> CallEstimate:
+        estimate = self._gateway.estimate(self.request(arguments))
+        return CallEstimate(estimate.input_tokens, estimate.max_output_tokens, estimate.cost_usd)
+
+    def summarize(self, result: ToolResultInfo) -> str:
+        if not result.success:
+            return f"LLM call failed: {result.error_code}"
+        cost = "unpriced" if result.cost_usd is None else f"${format_usd(result.cost_usd)}"
+        return (
+            f"{result.model} ({result.deployment}): {result.input_tokens} in / "
+            f"{result.output_tokens} out tokens, {cost}"
+        )
+
+    def request(self, arguments: dict[str, Any]) -> LLMRequest:
+        """The gateway request for schema-valid arguments; refuses what the schema cannot."""
+        model = arguments.get("model") or self._gateway.default_model
+        problems: list[FieldError] = []
+        if not self._gateway.has_model(model):
+            known = ", ".join(self._gateway.model_names())
+            problems.append(FieldError("model", f"unknown model {model!r} (configured: {known})"))
+        if "messages" in arguments:
+            messages = list(arguments["messages"])
+            if "system" in arguments:
+                messages.insert(0, {"role": "system", "content": arguments["system"]})
+        elif "prompt" in arguments:
+            messages = [{"role": "user", "content": arguments["prompt"]}]
+            if "system" in arguments:
+                messages.insert(0, {"role": "system", "content": arguments["system"]})
+        else:
+            messages = []
+            problems.append(FieldError("prompt", "either `prompt` or `messages` is required"))
+        tools = []
+        for name in arguments.get("tools", []):
+            if name == LLM_TOOL_NAME or name not in self._registry:
+                problems.append(FieldError("tools", f"{name!r} is not a tool the model can call"))
+            else:
+                tools.append(self._registry.definition(name).to_openai_tool())
+        if problems:
+            raise InvalidToolArguments(LLM_TOOL_NAME, problems)
+        return LLMRequest(
+            model=model,
+            messages=messages,
+            tools=tools or None,
+            tool_choice=arguments.get("tool_choice"),
+            temperature=arguments.get("temperature"),
+            max_tokens=arguments.get("max_tokens"),
+            stop=arguments.get("stop"),
+        )
+
+    async def _stream(self, request: LLMRequest, context: ToolCallContext) -> LLMResponse:
+        assert context.on_delta is not None
+        async for event in self._gateway.stream(request):
+            if isinstance(event, LLMDelta):
+                context.on_delta(event.text)
+            else:
+                return event
+        raise ToolError(
+            "the model's stream ended without a response", error_class=ErrorClass.TRANSIENT
+        )
+
+
+def _parsed(arguments: str) -> dict[str, Any] | str:
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return arguments
+    return parsed if isinstance(parsed, dict) else arguments

@@ -1,0 +1,421 @@
+"""The one path every tool call takes: validate, guard, run with timeout and retries, record."""
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+from uuid import uuid4
+
+from pydantic_core import to_jsonable_python
+
+from app.chain import (
+    ErrorCode,
+    FailedAttempt,
+    ReasoningChain,
+    ReasoningStep,
+    StepType,
+    ToolCallInfo,
+    ToolResultInfo,
+    ToolType,
+    VisibilityConfig,
+    VisibilityLevel,
+)
+from app.tools.errors import (
+    ErrorClass,
+    FieldError,
+    GuardRejection,
+    InvalidToolArguments,
+    ToolError,
+    ToolTimeoutError,
+)
+from app.tools.guards import PendingCall, ToolGuard
+from app.tools.models import ToolCallContext, ToolOutput
+from app.tools.recording import CostRecord, CostRecorder
+from app.tools.registry import RegisteredTool, ToolRegistry
+from app.tools.validation import field_errors
+
+DEFAULT_MAX_RESULT_CHARS = 16_000
+
+
+@dataclass(frozen=True, slots=True)
+class ToolInvocation:
+    """A call as the agent (or the model) asked for it; arguments may still be raw JSON."""
+
+    name: str
+    arguments: dict[str, Any] | str
+    visibility: VisibilityLevel | None = None
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The outcome of one call: its two recorded steps and the full, untruncated value."""
+
+    call_step: ReasoningStep
+    result_step: ReasoningStep
+    value: Any = None
+
+    @property
+    def info(self) -> ToolResultInfo:
+        assert self.result_step.tool_result is not None
+        return self.result_step.tool_result
+
+    @property
+    def success(self) -> bool:
+        return self.info.success
+
+    @property
+    def error(self) -> str | None:
+        return self.info.error
+
+    @property
+    def error_code(self) -> ErrorCode | None:
+        return self.info.error_code
+
+
+@dataclass(slots=True)
+class _Prepared:
+    invocation: ToolInvocation
+    entry: RegisteredTool | None
+    arguments: dict[str, Any]
+    context: ToolCallContext
+    call_step: ReasoningStep
+    failure: ToolError | None = None
+    pending: PendingCall | None = None
+
+
+@dataclass(slots=True)
+class _Outcome:
+    output: ToolOutput | None = None
+    error: ToolError | None = None
+    rejection: GuardRejection | None = None
+    attempts: int = 0
+    duration_ms: float = 0.0
+    failed_attempts: list[FailedAttempt] = field(default_factory=list)
+
+
+class ToolExecutor:
+    """Runs tool calls and records each as a `tool_call` and a `tool_result` step.
+
+    A bad call (unknown tool, invalid arguments, a tool that raises or times out) becomes a
+    failed result, never an exception. Only a guard rejection that ends the run, and
+    cancellation, propagate, after the steps are recorded.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        guards: Sequence[ToolGuard] = (),
+        recorder: CostRecorder | None = None,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.registry = registry
+        self._guards = tuple(guards)
+        self._recorder = recorder
+        self._max_result_chars = max_result_chars
+        self._sleep = sleep
+
+    async def execute(
+        self,
+        chain: ReasoningChain,
+        context: ToolCallContext,
+        name: str,
+        arguments: dict[str, Any] | str,
+        *,
+        visibility: VisibilityLevel | None = None,
+    ) -> ToolResult:
+        [result] = await self.execute_batch(
+            chain, context, [ToolInvocation(name, arguments, visibility)]
+        )
+        return result
+
+    async def execute_batch(
+        self,
+        chain: ReasoningChain,
+        context: ToolCallContext,
+        invocations: Sequence[ToolInvocation],
+    ) -> list[ToolResult]:
+        """Runs independent calls concurrently. All `tool_call` steps are recorded first, in
+        order; each `tool_result` step follows in the same order, as soon as it and every
+        earlier call are done."""
+        prepared = [self._prepare(chain, context, invocation) for invocation in invocations]
+        results: list[ToolResult] = []
+        abort: GuardRejection | None = None
+        if len(prepared) == 1:
+            pending: list[asyncio.Future[_Outcome]] = []
+        else:
+            pending = [asyncio.ensure_future(self._run(p)) for p in prepared]
+        try:
+            for index, call in enumerate(prepared):
+                outcome = await (pending[index] if pending else self._run(call))
+                result = self._record_result(chain, call, outcome)
+                results.append(result)
+                rejection = outcome.rejection or await self._settle(call, result)
+                if rejection is not None and rejection.ends_run and abort is None:
+                    abort = rejection
+        except asyncio.CancelledError:
+            for future in pending:
+                future.cancel()
+            for call in prepared[len(results) :]:
+                outcome = _Outcome(error=ToolError("cancelled", error_code=ErrorCode.CANCELLED))
+                self._record_result(chain, call, outcome)
+            raise
+        if abort is not None:
+            raise abort
+        return results
+
+    def _prepare(
+        self, chain: ReasoningChain, context: ToolCallContext, invocation: ToolInvocation
+    ) -> _Prepared:
+        allowed = context.allowed_tools
+        available = invocation.name in self.registry and (
+            allowed is None or invocation.name in allowed
+        )
+        entry = self.registry.entry(invocation.name) if available else None
+        failure: ToolError | None = None
+        raw_arguments = invocation.arguments
+        arguments: dict[str, Any] = {}
+        if isinstance(raw_arguments, str):
+            try:
+                parsed = json.loads(raw_arguments) if raw_arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                parsed = None
+                failure = InvalidToolArguments(
+                    invocation.name, [FieldError("", f"arguments are not valid JSON ({exc})")]
+                )
+        else:
+            parsed = raw_arguments
+        if isinstance(parsed, dict):
+            arguments = parsed
+        if entry is None:
+            names = self.registry.names() if allowed is None else allowed
+            known = ", ".join(sorted(names)) or "none"
+            failure = ToolError(
+                f"unknown tool {invocation.name!r}; available tools: {known}",
+                error_code=ErrorCode.UNKNOWN_TOOL,
+            )
+        elif failure is None:
+            problems = field_errors(entry.validator, parsed)
+            if problems:
+                failure = InvalidToolArguments(invocation.name, problems)
+
+        tool_type = entry.definition.type if entry else ToolType.CUSTOM
+        level = invocation.visibility or (
+            entry.definition.visibility.default_level if entry else VisibilityLevel.FULL
+        )
+        model = arguments.get("model") if tool_type is ToolType.LLM else None
+        correlation_id = uuid4()
+        call_step = chain.add_step(
+            ReasoningStep(
+                type=StepType.TOOL_CALL,
+                tool_call=ToolCallInfo(
+                    tool_type=tool_type,
+                    tool_name=invocation.name[:255] or "?",
+                    arguments=arguments,
+                    correlation_id=correlation_id,
+                    model=model if isinstance(model, str) else None,
+                ),
+                visibility=VisibilityConfig(level=level, summary=f"Calling {invocation.name}"),
+                parent_step_id=context.parent_step_id,
+            )
+        )
+        call_context = replace(context, correlation_id=correlation_id, parent_step_id=call_step.id)
+        return _Prepared(invocation, entry, arguments, call_context, call_step, failure)
+
+    async def _run(self, call: _Prepared) -> _Outcome:
+        if call.failure is not None or call.entry is None:
+            return _Outcome(error=call.failure)
+        call.pending = PendingCall(
+            call.entry.tool, call.entry.definition, call.arguments, call.context, call.call_step
+        )
+        for guard in self._guards:
+            try:
+                await guard.before_call(call.pending)
+            except GuardRejection as rejection:
+                call.pending = None  # refused calls never ran: no after_call
+                return _Outcome(rejection=rejection)
+        return await self._attempt(call.entry, call.arguments, call.context)
+
+    async def _attempt(
+        self, entry: RegisteredTool, arguments: dict[str, Any], context: ToolCallContext
+    ) -> _Outcome:
+        definition = entry.definition
+        policy = definition.retry
+        failed: list[FailedAttempt] = []
+        started = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with asyncio.timeout(definition.timeout_s):
+                    output = await entry.tool.execute(arguments, replace(context, attempt=attempt))
+            except ToolError as exc:
+                error = exc
+            except TimeoutError:
+                error = ToolTimeoutError(
+                    f"{definition.name} timed out after {definition.timeout_s:g} s"
+                )
+            except Exception as exc:  # a tool's bug must not kill the run
+                error = ToolError(f"{definition.name} raised {type(exc).__name__}: {exc}")
+            else:
+                failed.extend(_with_attempt(f, attempt) for f in output.failed_attempts)
+                return _Outcome(
+                    output=output,
+                    attempts=attempt,
+                    duration_ms=_elapsed_ms(started),
+                    failed_attempts=failed,
+                )
+            retry = policy.should_retry(error.error_class, attempt)
+            backoff = policy.backoff_s(attempt, error.retry_after_s) if retry else None
+            failed.extend(_attempt_failures(error, attempt, backoff))
+            if backoff is None:
+                return _Outcome(
+                    error=error,
+                    attempts=attempt,
+                    duration_ms=_elapsed_ms(started),
+                    failed_attempts=failed,
+                )
+            await self._sleep(backoff)
+
+    def _record_result(
+        self, chain: ReasoningChain, call: _Prepared, outcome: _Outcome
+    ) -> ToolResult:
+        definition = call.entry.definition if call.entry else None
+        output = outcome.output
+        common: dict[str, Any] = {
+            "correlation_id": call.context.correlation_id,
+            "duration_ms": outcome.duration_ms,
+            "attempts": outcome.attempts,
+            "failed_attempts": outcome.failed_attempts,
+        }
+        if output is not None:
+            limit = (definition.max_result_chars if definition else None) or self._max_result_chars
+            rendered, truncated, original_chars = render_result(output.value, limit)
+            known_tokens = output.input_tokens is not None and output.output_tokens is not None
+            info = ToolResultInfo(
+                success=True,
+                result=rendered,
+                truncated=truncated,
+                original_chars=original_chars,
+                model=output.model,
+                provider=output.provider,
+                deployment=output.deployment,
+                input_tokens=output.input_tokens,
+                output_tokens=output.output_tokens,
+                total_tokens=(output.input_tokens or 0) + (output.output_tokens or 0)
+                if known_tokens
+                else None,
+                cost_usd=output.cost_usd,
+                unpriced=output.unpriced,
+                cached=output.cached,
+                **common,
+            )
+        else:
+            code, message = _failure(definition.type if definition else None, outcome)
+            info = ToolResultInfo(success=False, error=message, error_code=code, **common)
+        summary = call.entry.tool.summarize(info) if call.entry else f"{info.error_code}"
+        result_step = chain.add_step(
+            ReasoningStep(
+                type=StepType.TOOL_RESULT,
+                tool_result=info,
+                visibility=VisibilityConfig(level=call.call_step.visibility.level, summary=summary),
+                parent_step_id=call.call_step.id,
+            )
+        )
+        return ToolResult(call.call_step, result_step, output.value if output else None)
+
+    async def _settle(self, call: _Prepared, result: ToolResult) -> GuardRejection | None:
+        """Hands usage to the recorder, then lets guards see the result."""
+        info = result.info
+        if self._recorder is not None and _has_usage(info):
+            call_info = call.call_step.tool_call
+            assert call_info is not None
+            await self._recorder.record_cost(
+                CostRecord(
+                    task_id=call.context.task_id,
+                    chain_id=call.context.chain_id,
+                    step_id=result.result_step.id,
+                    correlation_id=info.correlation_id,
+                    tool_name=call_info.tool_name,
+                    tool_type=call_info.tool_type,
+                    tenant_id=call.context.tenant_id,
+                    user_id=call.context.user_id,
+                    model=info.model,
+                    deployment=info.deployment,
+                    provider=info.provider,
+                    input_tokens=info.input_tokens or 0,
+                    output_tokens=info.output_tokens or 0,
+                    cost_usd=info.cost_usd,
+                    unpriced=info.unpriced,
+                )
+            )
+        if call.pending is None:
+            return None
+        for guard in self._guards:
+            try:
+                await guard.after_call(call.pending, info)
+            except GuardRejection as rejection:
+                return rejection
+        return None
+
+
+def render_result(value: Any, limit: int) -> tuple[Any, bool, int | None]:
+    """The value as stored in the step: JSON-compatible, and cut to `limit` characters with an
+    explicit marker when longer. Returns (value, truncated, original length)."""
+    if isinstance(value, str):
+        text = value
+    else:
+        value = to_jsonable_python(value, fallback=str)
+        if value is None or isinstance(value, bool | int | float):
+            return value, False, None
+        text = json.dumps(value, ensure_ascii=False)
+        if len(text) <= limit:
+            return value, False, None
+    if len(text) <= limit:
+        return text, False, None
+    marker = f"\n…[truncated: {limit} of {len(text)} characters shown]"
+    return text[:limit] + marker, True, len(text)
+
+
+def _attempt_failures(error: ToolError, attempt: int, backoff: float | None) -> list[FailedAttempt]:
+    inner = [_with_attempt(f, attempt) for f in error.failed_attempts]
+    if not inner:
+        inner = [
+            FailedAttempt(
+                attempt=attempt,
+                error_class=error.error_class,
+                message=error.message,
+                status_code=error.status_code,
+            )
+        ]
+    inner[-1].backoff_s = backoff
+    return inner
+
+
+def _with_attempt(failure: FailedAttempt, attempt: int) -> FailedAttempt:
+    return failure.model_copy(update={"attempt": attempt})
+
+
+def _failure(tool_type: ToolType | None, outcome: _Outcome) -> tuple[ErrorCode, str]:
+    if outcome.rejection is not None:
+        return outcome.rejection.error_code, outcome.rejection.message
+    error = outcome.error or ToolError("tool call failed")
+    if error.error_code is not None:
+        return error.error_code, error.message
+    if error.error_class is ErrorClass.TIMEOUT:
+        return ErrorCode.TIMEOUT, error.message
+    if error.error_class is ErrorClass.INVALID_ARGUMENTS:
+        return ErrorCode.INVALID_ARGUMENTS, error.message
+    fallback = ErrorCode.LLM_ERROR if tool_type is ToolType.LLM else ErrorCode.TOOL_ERROR
+    return fallback, error.message
+
+
+def _has_usage(info: ToolResultInfo) -> bool:
+    return info.unpriced or info.cost_usd is not None or info.total_tokens is not None
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,178 @@
+"""Tool definitions, call contexts and what a tool returns."""
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Self
+from uuid import UUID, uuid4
+
+from jsonschema import Draft202012Validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.chain import FailedAttempt, ToolType, VisibilityLevel
+from app.tools.errors import ErrorClass
+
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+
+
+class RetryPolicy(BaseModel):
+    """Which failures are retried, how often, and how long to back off between attempts.
+
+    The delay before attempt n+1 is `initial_backoff_s * multiplier**(n-1)`, capped at
+    `max_backoff_s`, then spread by +/- `jitter` (a fraction) and capped again.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    initial_backoff_s: float = Field(default=0.5, ge=0)
+    multiplier: float = Field(default=2.0, ge=1.0, le=10.0)
+    max_backoff_s: float = Field(default=8.0, ge=0)
+    jitter: float = Field(default=0.1, ge=0.0, le=1.0)
+    retry_on: frozenset[ErrorClass] = frozenset(
+        {ErrorClass.TIMEOUT, ErrorClass.RATE_LIMIT, ErrorClass.TRANSIENT}
+    )
+
+    def should_retry(self, error_class: ErrorClass, attempt: int) -> bool:
+        return attempt < self.max_attempts and error_class in self.retry_on
+
+    def backoff_s(self, attempt: int, retry_after_s: float | None = None) -> float:
+        """Delay after failed attempt `attempt` (1-based); a server's Retry-After is honoured
+        up to the cap."""
+        delay = self.initial_backoff_s * self.multiplier ** (attempt - 1)
+        if self.jitter:
+            delay *= 1 + random.uniform(-self.jitter, self.jitter)  # not for security
+        if retry_after_s is not None:
+            delay = max(delay, retry_after_s)
+        return min(delay, self.max_backoff_s)
+
+
+NO_RETRY = RetryPolicy(max_attempts=1)
+
+
+class ToolVisibilityConfig(BaseModel):
+    """How a tool's steps show to readers without full access."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    default_level: VisibilityLevel = VisibilityLevel.FULL
+    summary_template: str | None = Field(
+        default=None,
+        description="str.format template over the result's fields, e.g. "
+        "'Queried {table}: {row_count} rows'; missing fields render as '?'.",
+    )
+    sensitive_fields: tuple[str, ...] = ()
+
+
+class ToolPermissions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    required_roles: tuple[str, ...] = ()
+    audit_level: str = "basic"
+
+
+class ToolDefinition(BaseModel):
+    """Everything the system knows about a tool besides its code.
+
+    `parameters` is a JSON Schema object, so one definition renders both as an OpenAI-style
+    function tool (`to_openai_tool`) and as a text description for ReAct prompts.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    type: ToolType
+    description: str
+    version: str = "1.0.0"
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    returns_description: str = ""
+    timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    retry: RetryPolicy = NO_RETRY
+    max_result_chars: int | None = Field(default=None, ge=64)
+    cache_ttl_seconds: int | None = None
+    visibility: ToolVisibilityConfig = ToolVisibilityConfig()
+    permissions: ToolPermissions = ToolPermissions()
+
+    @model_validator(mode="after")
+    def _parameters_are_an_object_schema(self) -> Self:
+        Draft202012Validator.check_schema(self.parameters)
+        if self.parameters.get("type") != "object":
+            raise ValueError("a tool's parameters must be a JSON Schema of type 'object'")
+        return self
+
+    def to_openai_tool(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def to_react_description(self) -> str:
+        lines = [f"{self.name}: {self.description}"]
+        properties: dict[str, Any] = self.parameters.get("properties", {})
+        required = set(self.parameters.get("required", []))
+        if properties:
+            lines.append("  Arguments (a JSON object):")
+        for arg, schema in properties.items():
+            kind = schema.get("type", "any")
+            if isinstance(kind, list):
+                kind = " | ".join(kind)
+            flag = "required" if arg in required else "optional"
+            text = f"    - {arg} ({kind}, {flag})"
+            if description := schema.get("description"):
+                text += f": {description}"
+            if "enum" in schema:
+                text += f" One of: {json.dumps(schema['enum'])}."
+            lines.append(text)
+        if self.returns_description:
+            lines.append(f"  Returns: {self.returns_description}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallContext:
+    """Who is calling and where the call sits in the chain; handed to `BaseTool.execute`."""
+
+    task_id: str
+    agent_id: str
+    chain_id: UUID
+    tenant_id: str | None = None
+    user_id: str | None = None
+    correlation_id: UUID = field(default_factory=uuid4)
+    parent_step_id: UUID | None = None
+    attempt: int = 1
+    # The tools this run may call (None: every registered tool); others fail as unknown.
+    allowed_tools: frozenset[str] | None = None
+    # Streaming tools (the LLM) push partial text here as it arrives; None turns streaming off.
+    on_delta: Callable[[str], None] | None = None
+
+
+@dataclass(slots=True)
+class ToolOutput:
+    """What a successful `execute` returns: the value and, if the tool knows it, its usage."""
+
+    value: Any
+    model: str | None = None
+    provider: str | None = None
+    deployment: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: Decimal | None = None
+    unpriced: bool = False
+    cached: bool = False
+    # Failures inside the successful attempt (e.g. deployments the LLM router fell back from).
+    failed_attempts: list[FailedAttempt] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class CallEstimate:
+    """A pre-call estimate for budgets: prompt tokens counted, the output cap as output."""
+
+    input_tokens: int
+    max_output_tokens: int
+    cost_usd: Decimal | None

@@ -1,0 +1,70 @@
+"""The set of tools a runtime offers, with each tool's compiled argument validator."""
+
+from dataclasses import dataclass
+
+from jsonschema import Draft202012Validator
+
+from app.chain import ToolType
+from app.tools.base import BaseTool
+from app.tools.errors import ToolAlreadyRegisteredError, ToolNotFoundError
+from app.tools.models import ToolDefinition
+from app.tools.validation import compile_validator
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredTool:
+    tool: BaseTool
+    definition: ToolDefinition
+    validator: Draft202012Validator
+
+
+class ToolRegistry:
+    """Tools by name. Built at start-up and passed explicitly; there is no global registry."""
+
+    def __init__(self, tools: list[BaseTool] | None = None) -> None:
+        self._entries: dict[str, RegisteredTool] = {}
+        for tool in tools or []:
+            self.register(tool)
+
+    def register(self, tool: BaseTool, *, replace: bool = False) -> None:
+        definition = tool.definition
+        if definition.name in self._entries and not replace:
+            raise ToolAlreadyRegisteredError(definition.name)
+        self._entries[definition.name] = RegisteredTool(
+            tool, definition, compile_validator(definition.parameters)
+        )
+
+    def unregister(self, name: str) -> None:
+        if self._entries.pop(name, None) is None:
+            raise ToolNotFoundError(name)
+
+    def entry(self, name: str) -> RegisteredTool:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise ToolNotFoundError(name) from None
+
+    def get(self, name: str) -> BaseTool:
+        return self.entry(name).tool
+
+    def definition(self, name: str) -> ToolDefinition:
+        return self.entry(name).definition
+
+    def has(self, name: str) -> bool:
+        return name in self._entries
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def list_tools(self, tool_type: ToolType | None = None) -> list[ToolDefinition]:
+        return [
+            entry.definition
+            for entry in self._entries.values()
+            if tool_type is None or entry.definition.type is tool_type
+        ]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
