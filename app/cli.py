@@ -225,3 +225,7 @@ class _DeltaPrinter:
         if self._open:
             self._out.write("\n")
             self._open = False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -30,6 +30,13 @@ class Settings(BaseSettings):
         gt=0,
         description="One request to one deployment, unless the model list sets `timeout` for it.",
     )
+    llm_max_attempts: int = Field(
+        default=3, ge=1, le=10, description="Attempts per LLM call on timeouts, 429s and 5xx."
+    )
+    llm_initial_backoff_s: float = Field(
+        default=0.5, ge=0, description="Backoff before the second attempt; doubles each time."
+    )
+    llm_max_backoff_s: float = Field(default=8.0, ge=0, description="Cap of the backoff.")
     llm_max_output_tokens: int = Field(
         default=4096, ge=1, description="Output cap the agent asks for, and budgets assume."
     )

@@ -11,6 +11,7 @@ from app.tools.builtin import builtin_tools
 from app.tools.builtin.llm import LLMTool
 from app.tools.executor import ToolExecutor
 from app.tools.guards import ToolGuard
+from app.tools.models import RetryPolicy
 from app.tools.recording import CostRecorder
 from app.tools.registry import ToolRegistry
 
@@ -42,7 +43,12 @@ class AgentRuntime:
             default_max_tokens=settings.llm_max_output_tokens,
         )
         registry = ToolRegistry(list(builtin_tools() if tools is None else tools))
-        registry.register(LLMTool(gateway, registry, timeout_s=settings.llm_timeout_s))
+        retry = RetryPolicy(
+            max_attempts=settings.llm_max_attempts,
+            initial_backoff_s=settings.llm_initial_backoff_s,
+            max_backoff_s=settings.llm_max_backoff_s,
+        )
+        registry.register(LLMTool(gateway, registry, timeout_s=settings.llm_timeout_s, retry=retry))
         executor = ToolExecutor(
             registry, guards=guards, recorder=recorder, max_result_chars=settings.max_result_chars
         )

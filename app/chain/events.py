@@ -1,10 +1,9 @@
 """The typed event union of a task's stream; each `type` tag is an SSE `event:` name."""
 
-from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from app.chain.enums import ErrorCode, TaskState
 from app.chain.models import ChainMetrics, ReasoningStep, utc_now
@@ -15,7 +14,7 @@ class _Event(BaseModel):
 
     task_id: str
     chain_id: UUID
-    timestamp: datetime = Field(default_factory=utc_now)
+    timestamp: AwareDatetime = Field(default_factory=utc_now)
 
 
 class ChainStartedEvent(_Event):

@@ -6,7 +6,7 @@ from decimal import Decimal
 from typing import Any, Self
 from uuid import UUID, uuid4
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.chain.enums import ChainStatus, ErrorCode, StepType, ToolType, VisibilityLevel
 from app.chain.money import USD
@@ -105,7 +105,7 @@ class ReasoningStep(_Model):
     id: UUID = Field(default_factory=uuid4)
     step_number: int = Field(default=0, ge=0, description="Assigned by the chain, from 1.")
     type: StepType
-    timestamp: datetime = Field(default_factory=utc_now)
+    timestamp: AwareDatetime = Field(default_factory=utc_now)
     thinking: ThinkingInfo | None = None
     tool_call: ToolCallInfo | None = None
     tool_result: ToolResultInfo | None = None
@@ -177,8 +177,8 @@ class ReasoningChain(_Model):
     agent_id: str = Field(min_length=1, max_length=255)
     tenant_id: str | None = None
     status: ChainStatus = ChainStatus.INITIALIZING
-    started_at: datetime = Field(default_factory=utc_now)
-    completed_at: datetime | None = None
+    started_at: AwareDatetime = Field(default_factory=utc_now)
+    completed_at: AwareDatetime | None = None
     steps: list[ReasoningStep] = Field(default_factory=list)
     metrics: ChainMetrics = Field(default_factory=ChainMetrics)
     child_chain_ids: list[UUID] = Field(default_factory=list)

@@ -119,12 +119,13 @@ def load_model_list(path: Path | None) -> ModelList:
             raise ModelConfigError(f"{path}: expected a mapping with a `model_list` list")
         deployments = document["model_list"]
         router_settings = document.get("router_settings") or {}
+        if deployments and not _defines_demo(deployments):
+            # Added before validation, so fallbacks may name the demo model.
+            deployments = [*deployments, demo_deployment()]
     try:
         model_list = ModelList(model_list=deployments, router_settings=router_settings)
     except ValidationError as exc:
         raise ModelConfigError(f"{path or 'model list'}: {_describe(exc)}") from exc
-    if DEMO_MODEL not in model_list.model_names():
-        model_list.model_list.append(demo_deployment())
     missing = missing_environment(model_list)
     if missing:
         raise ModelConfigError(
@@ -145,6 +146,10 @@ def missing_environment(model_list: ModelList) -> list[str]:
                 if name not in os.environ:
                     missing.append(f"{deployment.model_name}: {name}")
     return missing
+
+
+def _defines_demo(deployments: list[Any]) -> bool:
+    return any(isinstance(d, dict) and d.get("model_name") == DEMO_MODEL for d in deployments)
 
 
 def _describe(exc: ValidationError) -> str:

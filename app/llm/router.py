@@ -52,16 +52,29 @@ def tracking_attempts() -> Iterator[list[FailedAttempt]]:
         _attempts.reset(token)
 
 
-# Most specific first: LiteLLM's context-window and content-policy errors are BadRequestErrors.
-_KINDS: tuple[tuple[str, LLMErrorKind], ...] = (
+# Errors whose class says more than their HTTP status (context-window and content-policy errors
+# are 400s; "no deployment available" has no status at all).
+_SPECIFIC_KINDS: tuple[tuple[str, LLMErrorKind], ...] = (
     ("ContextWindowExceededError", LLMErrorKind.CONTEXT_WINDOW),
     ("ContentPolicyViolationError", LLMErrorKind.CONTENT_POLICY),
     ("Timeout", LLMErrorKind.TIMEOUT),
+    ("RouterRateLimitError", LLMErrorKind.RATE_LIMIT),
+)
+# LiteLLM maps a provider's 401 whose body says `invalid_request_error` (as OpenAI's do) to
+# BadRequestError: the status is the more reliable signal.
+_STATUS_KINDS = {
+    401: LLMErrorKind.AUTHENTICATION,
+    403: LLMErrorKind.AUTHENTICATION,
+    404: LLMErrorKind.NOT_FOUND,
+    408: LLMErrorKind.TIMEOUT,
+    409: LLMErrorKind.TRANSIENT,
+    429: LLMErrorKind.RATE_LIMIT,
+}
+_CLASS_KINDS: tuple[tuple[str, LLMErrorKind], ...] = (
     ("RateLimitError", LLMErrorKind.RATE_LIMIT),
     ("AuthenticationError", LLMErrorKind.AUTHENTICATION),
     ("PermissionDeniedError", LLMErrorKind.AUTHENTICATION),
     ("NotFoundError", LLMErrorKind.NOT_FOUND),
-    ("UnsupportedParamsError", LLMErrorKind.BAD_REQUEST),
     ("BadRequestError", LLMErrorKind.BAD_REQUEST),
     ("UnprocessableEntityError", LLMErrorKind.BAD_REQUEST),
     ("InternalServerError", LLMErrorKind.TRANSIENT),
@@ -77,34 +90,47 @@ def classify(exc: BaseException) -> LLMCallError:
         return exc
     status = getattr(exc, "status_code", None)
     status_code = status if isinstance(status, int) else None
-    kind = _kind(exc, status_code)
     text = str(getattr(exc, "message", None) or exc).strip().splitlines()
     first_line = text[0] if text else type(exc).__name__
     return LLMCallError(
         f"{type(exc).__name__}: {first_line[:_MAX_MESSAGE_CHARS]}",
-        kind=kind,
+        kind=_kind(exc, status_code),
         status_code=status_code,
         retry_after_s=_retry_after(exc),
     )
 
 
 def _kind(exc: BaseException, status_code: int | None) -> LLMErrorKind:
-    for name, kind in _KINDS:
+    if (kind := _kind_by_class(exc, _SPECIFIC_KINDS)) is not None:
+        return kind
+    if status_code is not None:
+        if status_code in _STATUS_KINDS:
+            return _STATUS_KINDS[status_code]
+        if status_code >= 500:
+            return LLMErrorKind.TRANSIENT
+        if status_code >= 400:
+            return LLMErrorKind.BAD_REQUEST
+    if (kind := _kind_by_class(exc, _CLASS_KINDS)) is not None:
+        return kind
+    if isinstance(exc, TimeoutError):
+        return LLMErrorKind.TIMEOUT
+    return LLMErrorKind.UNKNOWN
+
+
+def _kind_by_class(
+    exc: BaseException, table: tuple[tuple[str, LLMErrorKind], ...]
+) -> LLMErrorKind | None:
+    for name, kind in table:
         error_type = getattr(litellm, name, None)
         if isinstance(error_type, type) and isinstance(exc, error_type):
             return kind
-    if isinstance(exc, TimeoutError):
-        return LLMErrorKind.TIMEOUT
-    if status_code == 429:
-        return LLMErrorKind.RATE_LIMIT
-    if status_code is None:
-        return LLMErrorKind.UNKNOWN
-    if status_code >= 500 or status_code in (408, 409):
-        return LLMErrorKind.TRANSIENT
-    return LLMErrorKind.BAD_REQUEST
+    return None
 
 
 def _retry_after(exc: BaseException) -> float | None:
+    cooldown = getattr(exc, "cooldown_time", None)  # every deployment is cooling down
+    if isinstance(cooldown, int | float):
+        return float(cooldown)
     response = getattr(exc, "response", None)
     headers = getattr(response, "headers", None) or getattr(exc, "litellm_response_headers", None)
     if headers is None:

@@ -9,6 +9,7 @@ from typing import Any, Self
 from uuid import UUID, uuid4
 
 from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.chain import FailedAttempt, ToolType, VisibilityLevel
@@ -41,7 +42,7 @@ class RetryPolicy(BaseModel):
     def backoff_s(self, attempt: int, retry_after_s: float | None = None) -> float:
         """Delay after failed attempt `attempt` (1-based); a server's Retry-After is honoured
         up to the cap."""
-        delay = self.initial_backoff_s * self.multiplier ** (attempt - 1)
+        delay = min(self.initial_backoff_s * self.multiplier ** (attempt - 1), self.max_backoff_s)
         if self.jitter:
             delay *= 1 + random.uniform(-self.jitter, self.jitter)  # not for security
         if retry_after_s is not None:
@@ -97,7 +98,10 @@ class ToolDefinition(BaseModel):
 
     @model_validator(mode="after")
     def _parameters_are_an_object_schema(self) -> Self:
-        Draft202012Validator.check_schema(self.parameters)
+        try:
+            Draft202012Validator.check_schema(self.parameters)
+        except SchemaError as exc:
+            raise ValueError(f"parameters are not a valid JSON Schema: {exc.message}") from exc
         if self.parameters.get("type") != "object":
             raise ValueError("a tool's parameters must be a JSON Schema of type 'object'")
         return self

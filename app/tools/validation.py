@@ -1,5 +1,6 @@
 """Checks tool-call arguments against a tool's JSON Schema, naming every bad field."""
 
+import re
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -34,7 +35,12 @@ def _describe(error: ValidationError) -> list[FieldError]:
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         assert isinstance(schema, dict)
         known = set(schema.get("properties", {}))
-        extra = [name for name in error.instance if name not in known]
+        patterns = list(schema.get("patternProperties", {}))
+        extra = [
+            name
+            for name in error.instance
+            if name not in known and not any(re.search(p, name) for p in patterns)
+        ]
         expected = ", ".join(sorted(known)) or "none"
         return [
             FieldError(prefix + name, f"is not a known argument (expected: {expected})")

@@ -169,6 +169,7 @@ class FakeLLMServer:
         self._always: dict[str, Reply] = {}
         self._tool_call_count = 0
         self._runner: web.AppRunner | None = None
+        self._arrivals = asyncio.Condition()
 
     async def start(self) -> None:
         if self._runner is not None:
@@ -213,6 +214,17 @@ class FakeLLMServer:
     def always(self, model: str, reply: Reply) -> None:
         self._always[model] = reply
 
+    async def wait_for_requests(self, count: int, model: str | None = None) -> None:
+        """Returns once `count` requests (for `model`, if given) have arrived; wakes on arrival,
+        so a test can act while the server is still answering (say, during a `delay_s`)."""
+
+        def arrived() -> bool:
+            matching = self.requests if model is None else self.requests_for(model)
+            return len(matching) >= count
+
+        async with self._arrivals:
+            await self._arrivals.wait_for(arrived)
+
     def requests_for(self, model: str) -> list[RecordedRequest]:
         return [request for request in self.requests if request.model == model]
 
@@ -247,6 +259,8 @@ class FakeLLMServer:
                     received_at=time.monotonic(),
                 )
             )
+            async with self._arrivals:
+                self._arrivals.notify_all()
         queue = self._scripts.get(model)
         reply = queue.popleft() if queue else self._always.get(model)
         if reply is None:

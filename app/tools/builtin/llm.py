@@ -80,7 +80,7 @@ class LLMTool(BaseTool):
             parameters=_PARAMETERS,
             returns_description="the model's text and tool calls",
             timeout_s=timeout_s,
-            retry=retry or RetryPolicy(max_attempts=3, initial_backoff_s=0.5, max_backoff_s=8),
+            retry=retry or RetryPolicy(),
         )
 
     @property

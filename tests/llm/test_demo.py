@@ -1,0 +1,153 @@
+"""The offline demo model, called through LiteLLM like any provider: deterministic, tool-using."""
+
+import json
+
+import pytest
+
+from app.agents import parse_react
+from app.agents.prompts import text_system_prompt
+from app.llm import DEMO_MODEL, LLMDelta, LLMGateway, LLMRequest, LLMResponse, load_model_list
+from app.llm.demo_brain import PLAIN_ANSWER
+from app.llm.litellm_env import litellm
+from app.tools.builtin import builtin_tools
+
+TOOLS = [tool.definition.to_openai_tool() for tool in builtin_tools()]
+
+
+@pytest.fixture(scope="module")
+def gateway() -> LLMGateway:
+    return LLMGateway(load_model_list(None))
+
+
+def _user(text: str) -> list[dict[str, object]]:
+    return [{"role": "user", "content": text}]
+
+
+async def test_arithmetic_is_answered_by_calling_the_calculator(gateway: LLMGateway) -> None:
+    response = await gateway.complete(
+        LLMRequest(model=DEMO_MODEL, messages=_user("What is 17 * 23 + 4?"), tools=TOOLS)
+    )
+    [call] = response.tool_calls
+    assert (call.name, json.loads(call.arguments)) == ("calculator", {"expression": "17 * 23 + 4"})
+    assert response.finish_reason == "tool_calls"
+    assert response.content == "I will use the calculator to evaluate 17 * 23 + 4."
+
+
+@pytest.mark.parametrize(
+    ("question", "place"),
+    [
+        ("What time is it in Tokyo?", "Tokyo"),
+        ("what's the time in New York right now", "New York"),
+        ("What is the current time in Europe/Paris?", "Europe/Paris"),
+        ("What time is it?", "UTC"),
+    ],
+)
+async def test_time_questions_call_current_time_with_the_place(
+    gateway: LLMGateway, question: str, place: str
+) -> None:
+    response = await gateway.complete(
+        LLMRequest(model=DEMO_MODEL, messages=_user(question), tools=TOOLS)
+    )
+    [call] = response.tool_calls
+    assert (call.name, json.loads(call.arguments)) == ("current_time", {"timezone": place})
+
+
+async def test_a_task_needing_both_tools_calls_both_at_once(gateway: LLMGateway) -> None:
+    response = await gateway.complete(
+        LLMRequest(
+            model=DEMO_MODEL,
+            messages=_user("What is 2 plus 3 and what time is it in Sydney?"),
+            tools=TOOLS,
+        )
+    )
+    assert [(c.name, json.loads(c.arguments)) for c in response.tool_calls] == [
+        ("calculator", {"expression": "2 + 3"}),
+        ("current_time", {"timezone": "Sydney"}),
+    ]
+
+
+async def test_tool_results_are_turned_into_a_final_answer(gateway: LLMGateway) -> None:
+    first = await gateway.complete(
+        LLMRequest(model=DEMO_MODEL, messages=_user("What is 17 * 23 + 4?"), tools=TOOLS)
+    )
+    [call] = first.tool_calls
+    messages = [
+        *_user("What is 17 * 23 + 4?"),
+        {
+            "role": "assistant",
+            "content": first.content,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+            ],
+        },
+        {
+            "role": "tool",
+            "tool_call_id": call.id,
+            "content": json.dumps({"expression": "17 * 23 + 4", "result": 395}),
+        },
+    ]
+    final = await gateway.complete(LLMRequest(model=DEMO_MODEL, messages=messages, tools=TOOLS))
+    assert final.tool_calls == []
+    assert final.content == "17 * 23 + 4 = 395."
+
+
+async def test_anything_else_gets_a_plain_answer_explaining_the_demo(gateway: LLMGateway) -> None:
+    response = await gateway.complete(
+        LLMRequest(model=DEMO_MODEL, messages=_user("Write me a poem"), tools=TOOLS)
+    )
+    assert response.content == PLAIN_ANSWER
+    assert "offline demo model" in PLAIN_ANSWER
+    assert "OMNIFORGE_MODELS_FILE" in PLAIN_ANSWER
+    assert response.tool_calls == []
+
+
+async def test_it_speaks_the_text_react_format_when_prompted_for_it(gateway: LLMGateway) -> None:
+    system = text_system_prompt([tool.definition for tool in builtin_tools()])
+    messages = [{"role": "system", "content": system}, *_user("What is 6 * 7?")]
+
+    first = await gateway.complete(LLMRequest(model=DEMO_MODEL, messages=messages))
+    step = parse_react(first.content or "")
+    assert (step.action, step.action_input) == ("calculator", {"expression": "6 * 7"})
+
+    messages += [
+        {"role": "assistant", "content": first.content},
+        {"role": "user", "content": 'Observation: {"expression": "6 * 7", "result": 42}'},
+    ]
+    second = await gateway.complete(LLMRequest(model=DEMO_MODEL, messages=messages))
+    assert parse_react(second.content or "").final_answer == "6 * 7 = 42."
+
+
+async def test_it_is_deterministic_and_free_with_usage_from_a_real_tokenizer(
+    gateway: LLMGateway,
+) -> None:
+    request = LLMRequest(model=DEMO_MODEL, messages=_user("What is 1 + 1?"), tools=TOOLS)
+    first, second = await gateway.complete(request), await gateway.complete(request)
+
+    assert (first.content, first.tool_calls) == (second.content, second.tool_calls)
+    assert first.input_tokens == litellm.token_counter(messages=request.messages, tools=TOOLS)
+    expected_output = litellm.token_counter(
+        text=(first.content or "") + "calculator" + json.dumps({"expression": "1 + 1"})
+    )
+    assert first.output_tokens == expected_output
+    assert first.cost_usd == 0
+    assert not first.unpriced
+    assert (first.model, first.deployment, first.provider) == ("demo", "demo", "omniforge_demo")
+
+
+async def test_it_streams(gateway: LLMGateway) -> None:
+    events = [
+        e
+        async for e in gateway.stream(
+            LLMRequest(model=DEMO_MODEL, messages=_user("Hello"), tools=TOOLS)
+        )
+    ]
+    final = events[-1]
+    assert isinstance(final, LLMResponse)
+    assert "".join(e.text for e in events if isinstance(e, LLMDelta)) == PLAIN_ANSWER
+    assert final.content == PLAIN_ANSWER
+    assert final.input_tokens > 0
+    assert final.output_tokens > 0
