@@ -5,7 +5,9 @@ import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import TextIO
+from uuid import UUID
 
 from pydantic import ValidationError
 
@@ -80,6 +82,7 @@ async def _run(runtime: AgentRuntime, task: AgentTask, *, as_json: bool, stream:
         model = task.model or runtime.settings.default_model
         print(f"OmniForge · task {task.id} · model {model} · agent react", file=out)
     on_delta = _DeltaPrinter(out) if stream and not as_json else None
+    llm_calls: set[UUID] = set()
     outcome = EXIT_FAILED
     async for event in runtime.agent.process_task(task, on_delta=on_delta):
         if as_json:
@@ -87,15 +90,18 @@ async def _run(runtime: AgentRuntime, task: AgentTask, *, as_json: bool, stream:
         else:
             if on_delta is not None:
                 on_delta.end_line()
-            _print_event(event, out)
+            _print_event(event, out, llm_calls)
         if isinstance(event, ChainCompletedEvent):
             outcome = EXIT_OK
     return outcome
 
 
-def _print_event(event: ChainEvent, out: TextIO) -> None:
+def _print_event(event: ChainEvent, out: TextIO, llm_calls: set[UUID]) -> None:
     if isinstance(event, ReasoningStepEvent):
-        print(_describe_step(event.step), file=out, flush=True)
+        call = event.step.tool_call
+        if call is not None and call.tool_type is ToolType.LLM:
+            llm_calls.add(call.correlation_id)
+        print(_describe_step(event.step, llm_calls), file=out, flush=True)
     elif isinstance(event, ChainCompletedEvent):
         print(f"\nCompleted · {_totals(event.metrics)}", file=out, flush=True)
     elif isinstance(event, ChainFailedEvent):
@@ -106,7 +112,7 @@ def _print_event(event: ChainEvent, out: TextIO) -> None:
         )
 
 
-def _describe_step(step: ReasoningStep) -> str:
+def _describe_step(step: ReasoningStep, llm_calls: set[UUID]) -> str:
     label = f"[{step.step_number}]"
     if step.thinking is not None:
         return f"{label} thought        {step.thinking.thought}"
@@ -121,9 +127,10 @@ def _describe_step(step: ReasoningStep) -> str:
         return f"{label} tool call      {call.tool_name} {_preview(call.arguments)}"
     result = step.tool_result
     assert result is not None
-    lines = [f"{label} {'llm result' if result.model else 'tool result':<14} "]
+    is_llm = result.correlation_id in llm_calls
+    lines = [f"{label} {'llm result' if is_llm else 'tool result':<14} "]
     if result.success:
-        if result.model:
+        if is_llm:
             cost = "unpriced" if result.cost_usd is None else f"${format_usd(result.cost_usd)}"
             lines[0] += (
                 f"{result.model} via {result.deployment} · {result.input_tokens} in / "
@@ -183,12 +190,8 @@ def _list_models(runtime: AgentRuntime, *, as_json: bool) -> int:
                     "deployment": deployment.id,
                     "litellm_model": deployment.litellm_model,
                     "native_tools": deployment.supports_tools,
-                    "input_cost_per_token": None
-                    if price is None
-                    else str(price.input_cost_per_token),
-                    "output_cost_per_token": None
-                    if price is None
-                    else str(price.output_cost_per_token),
+                    "input_cost_per_token": _price(price.input_cost_per_token if price else None),
+                    "output_cost_per_token": _price(price.output_cost_per_token if price else None),
                     "fallbacks": gateway.fallbacks(name),
                     "default": name == gateway.default_model,
                 }
@@ -205,6 +208,10 @@ def _list_models(runtime: AgentRuntime, *, as_json: bool) -> int:
         default = " (default)" if row["default"] else ""
         print(f"{row['model']}{default} · {row['deployment']} → {row['litellm_model']} · {label}")
     return EXIT_OK
+
+
+def _price(value: Decimal | None) -> str | None:
+    return None if value is None else format_usd(value)
 
 
 class _DeltaPrinter:

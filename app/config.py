@@ -30,6 +30,11 @@ class Settings(BaseSettings):
         gt=0,
         description="One request to one deployment, unless the model list sets `timeout` for it.",
     )
+    llm_openai_sdk: bool = Field(
+        default=False,
+        description="Send `openai/` models through the OpenAI SDK instead of LiteLLM's own HTTP "
+        "handler (same requests, about 1 ms more CPU per call).",
+    )
     llm_max_attempts: int = Field(
         default=3, ge=1, le=10, description="Attempts per LLM call on timeouts, 429s and 5xx."
     )

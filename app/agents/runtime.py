@@ -41,6 +41,7 @@ class AgentRuntime:
             default_model=settings.default_model,
             request_timeout_s=settings.llm_request_timeout_s,
             default_max_tokens=settings.llm_max_output_tokens,
+            openai_sdk=settings.llm_openai_sdk,
         )
         registry = ToolRegistry(list(builtin_tools() if tools is None else tools))
         retry = RetryPolicy(

@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from app.chain import FailedAttempt
+from app.chain import FailedAttempt, quantize_usd
 from app.llm.config import DEMO_MODEL, DEMO_PROVIDER, ModelList
 from app.llm.demo import register_demo_provider
 from app.llm.errors import LLMCallError, LLMErrorKind, ModelConfigError, UnknownModelError
-from app.llm.litellm_env import Router, Usage, litellm
+from app.llm.litellm_env import Router, Usage, litellm, use_openai_sdk
 from app.llm.pricing import Deployment, resolve_deployment
 from app.llm.router import TrackingRouter, classify, tracking_attempts
 from app.llm.types import LLMDelta, LLMRequest, LLMResponse, LLMToolCall
@@ -45,6 +45,7 @@ class LLMGateway:
         default_model: str = DEMO_MODEL,
         request_timeout_s: float = 60.0,
         default_max_tokens: int = 4096,
+        openai_sdk: bool = False,
     ) -> None:
         names = model_list.model_names()
         if default_model not in names:
@@ -53,6 +54,7 @@ class LLMGateway:
             )
         self.default_model = default_model
         self.default_max_tokens = default_max_tokens
+        use_openai_sdk(openai_sdk)
         self._fallbacks = model_list.fallbacks()
         if any(d.litellm_model.startswith(f"{DEMO_PROVIDER}/") for d in model_list.model_list):
             register_demo_provider()
@@ -126,6 +128,7 @@ class LLMGateway:
             finish_reason=response.choices[0].finish_reason,
             usage=getattr(response, "usage", None),
             attempts=attempts,
+            streamed=False,
         )
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMDelta | LLMResponse]:
@@ -171,6 +174,7 @@ class LLMGateway:
             finish_reason=finish_reason,
             usage=usage,
             attempts=attempts,
+            streamed=True,
         )
 
     def estimate(self, request: LLMRequest) -> LLMEstimate:
@@ -214,6 +218,7 @@ class LLMGateway:
         finish_reason: str | None,
         usage: Any,
         attempts: list[FailedAttempt],
+        streamed: bool,
     ) -> LLMResponse:
         hidden = getattr(response, "_hidden_params", None) or {}
         deployment = self._deployments.get(str(hidden.get("model_id")))
@@ -222,9 +227,18 @@ class LLMGateway:
                 f"LiteLLM did not say which deployment of {request.model!r} answered",
                 kind=LLMErrorKind.UNKNOWN,
             )
+        # A stream's hidden cost is computed before its usage arrives (LiteLLM reports 0.0).
+        litellm_cost = None if streamed else hidden.get("response_cost")
         if usage is None or not getattr(usage, "prompt_tokens", None):
             usage = _counted_usage(deployment, request, content, tool_calls)
-        cost = deployment.cost(usage)
+            litellm_cost = None  # priced on usage the provider did not report
+        if not deployment.priced:
+            cost = None
+        elif isinstance(litellm_cost, int | float):
+            # LiteLLM already priced this response with the deployment's registered prices.
+            cost = quantize_usd(litellm_cost)
+        else:
+            cost = deployment.cost(usage)
         return LLMResponse(
             content=content,
             tool_calls=tool_calls,

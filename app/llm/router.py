@@ -1,5 +1,6 @@
 """LiteLLM's Router, made to report every deployment it tried, and its errors classified."""
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -7,11 +8,12 @@ from typing import Any
 
 from app.chain import FailedAttempt
 from app.llm.errors import LLMCallError, LLMErrorKind
-from app.llm.litellm_env import Router, litellm
+from app.llm.litellm_env import Router, deployment_has_io_token_limits, litellm
 
 _attempts: ContextVar[list[FailedAttempt] | None] = ContextVar("llm_attempts", default=None)
 
 _MAX_MESSAGE_CHARS = 300
+_LITELLM_PREFIX = re.compile(r"^(?:(?:litellm\.)?[A-Za-z]+Error:\s*)+")
 
 
 class TrackingRouter(Router):  # type: ignore[misc]  # LiteLLM is untyped
@@ -20,6 +22,17 @@ class TrackingRouter(Router):  # type: ignore[misc]  # LiteLLM is untyped
     The Router's fallback and retry loops call `_acompletion` once per deployment tried, in
     the caller's task, so a context variable collects the failures of exactly one call.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tracks_usage = any(_has_usage_limits(d) for d in self.model_list)
+
+    async def _increment_deployment_usage(self, **kwargs: Any) -> Any:
+        # LiteLLM returns early when no deployment has tpm/rpm limits, but only after
+        # deep-copying the deployment's model info on every call; skip straight to that.
+        if not self._tracks_usage:
+            return None
+        return await super()._increment_deployment_usage(**kwargs)
 
     async def _acompletion(self, model: str, messages: list[dict[str, Any]], **kwargs: Any) -> Any:
         try:
@@ -39,6 +52,17 @@ class TrackingRouter(Router):  # type: ignore[misc]  # LiteLLM is untyped
                     )
                 )
             raise
+
+
+def _has_usage_limits(deployment: dict[str, Any]) -> bool:
+    sections = [
+        deployment,
+        deployment.get("litellm_params") or {},
+        deployment.get("model_info") or {},
+    ]
+    return any(
+        section.get(key) is not None for section in sections for key in ("tpm", "rpm")
+    ) or bool(deployment_has_io_token_limits(deployment))
 
 
 @contextmanager
@@ -90,10 +114,12 @@ def classify(exc: BaseException) -> LLMCallError:
         return exc
     status = getattr(exc, "status_code", None)
     status_code = status if isinstance(status, int) else None
-    text = str(getattr(exc, "message", None) or exc).strip().splitlines()
-    first_line = text[0] if text else type(exc).__name__
+    lines = str(getattr(exc, "message", None) or exc).strip().splitlines()
+    # LiteLLM prefixes its messages with the class name, sometimes twice over
+    # ("litellm.RateLimitError: RateLimitError: OpenAIException - ..."): say it once.
+    detail = _LITELLM_PREFIX.sub("", lines[0] if lines else "") or "no detail"
     return LLMCallError(
-        f"{type(exc).__name__}: {first_line[:_MAX_MESSAGE_CHARS]}",
+        f"{type(exc).__name__}: {detail[:_MAX_MESSAGE_CHARS]}",
         kind=_kind(exc, status_code),
         status_code=status_code,
         retry_after_s=_retry_after(exc),

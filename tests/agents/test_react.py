@@ -445,13 +445,22 @@ async def test_a_retryable_llm_error_is_retried_with_backoff_and_recorded(
     assert result.cost_usd == _cost(12, 3)  # only the answered call costs
 
 
+@pytest.mark.parametrize(
+    ("failure", "error_class", "status_code"),
+    [
+        (Reply.error(500, "primary is down"), "transient", 500),
+        (Reply.error(429, "primary is busy"), "rate_limit", 429),
+        (Reply.text("too slow", delay_s=2.0), "timeout", 408),
+    ],
+    ids=["500", "429", "timeout"],
+)
 async def test_a_failing_deployment_falls_back_and_the_chain_shows_both(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer, tmp_path: Path, failure: Reply, error_class: str, status_code: int
 ) -> None:
     runtime = runtime_for(
         tmp_path,
         [
-            fake_deployment(fake_llm, "primary", deployment_id="primary-a"),
+            fake_deployment(fake_llm, "primary", deployment_id="primary-a", timeout_s=0.3),
             fake_deployment(
                 fake_llm,
                 "backup",
@@ -464,7 +473,7 @@ async def test_a_failing_deployment_falls_back_and_the_chain_shows_both(
         default_model="primary",
         tools=_tools(),
     )
-    fake_llm.script("primary", Reply.error(500, "primary is down"))
+    fake_llm.script("primary", failure)
     fake_llm.script(
         "backup", Reply.text("Final Answer: hello", prompt_tokens=9, completion_tokens=2)
     )
@@ -476,13 +485,14 @@ async def test_a_failing_deployment_falls_back_and_the_chain_shows_both(
     assert result is not None
     assert call.model == "primary"
     assert (result.model, result.deployment, result.attempts) == ("backup", "backup-b", 1)
-    [failure] = result.failed_attempts
-    assert (failure.deployment, failure.status_code, failure.error_class) == (
+    [failure_seen] = result.failed_attempts
+    assert (failure_seen.deployment, failure_seen.status_code, failure_seen.error_class) == (
         "primary-a",
-        500,
-        "transient",
+        status_code,
+        error_class,
     )
     assert result.cost_usd == Decimal("0.000011")
+    assert chain.status is ChainStatus.COMPLETED
 
 
 async def test_an_unpriced_model_records_null_costs_and_counts_unpriced_calls(

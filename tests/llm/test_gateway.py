@@ -10,12 +10,14 @@ from app.llm import (
     LLMCallError,
     LLMDelta,
     LLMErrorKind,
+    LLMGateway,
     LLMRequest,
     LLMResponse,
     UnknownModelError,
+    load_model_list,
 )
 from app.llm.litellm_env import litellm
-from tests.factories import fake_deployment, gateway_for
+from tests.factories import fake_deployment, gateway_for, write_model_list
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 
 HELLO = [{"role": "user", "content": "hello"}]
@@ -334,3 +336,35 @@ def test_failed_attempts_are_chain_data() -> None:
     # The gateway's failure records are the chain's own type: they go into steps unchanged.
     attempt = FailedAttempt(attempt=1, error_class="timeout", message="slow", deployment="a")
     assert FailedAttempt.model_validate_json(attempt.model_dump_json()) == attempt
+
+
+async def test_deployments_with_rate_limits_still_have_their_usage_tracked(
+    fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    limited = fake_deployment(fake_llm, "limited")
+    limited["litellm_params"]["rpm"] = 100
+    gateway = gateway_for(tmp_path, [limited, fake_deployment(fake_llm, "unlimited")])
+    fake_llm.script("limited", Reply.text("a", prompt_tokens=10, completion_tokens=5))
+
+    await gateway.complete(LLMRequest(model="limited", messages=HELLO))
+
+    # The router's own per-minute counters, which its rpm/tpm routing reads.
+    assert await gateway._router.get_model_group_usage("limited") == (15, 1)
+
+
+@pytest.mark.parametrize("openai_sdk", [True, False])
+async def test_openai_models_go_through_the_sdk_only_when_asked(
+    fake_llm: FakeLLMServer, tmp_path: Path, openai_sdk: bool
+) -> None:
+    path = write_model_list(
+        tmp_path, [fake_deployment(fake_llm, "m", input_cost="0.000001", output_cost="0.000002")]
+    )
+    gateway = LLMGateway(load_model_list(path), default_model="m", openai_sdk=openai_sdk)
+    fake_llm.script("m", Reply.text("same answer", prompt_tokens=100, completion_tokens=10))
+
+    response = await gateway.complete(LLMRequest(model="m", messages=HELLO))
+
+    # The OpenAI SDK stamps its requests; LiteLLM's own HTTP handler does not.
+    assert ("x-stainless-lang" in fake_llm.requests[0].headers) is openai_sdk
+    assert response.content == "same answer"
+    assert response.cost_usd == Decimal("0.000001") * 100 + Decimal("0.000002") * 10

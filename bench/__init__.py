@@ -1,0 +1,1 @@
+"""Benchmarks of OmniForge (run with `scripts/bench`); numbers, not pass/fail tests."""
