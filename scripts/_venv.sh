@@ -26,8 +26,14 @@ ensure_venv() {
         "$python" -m venv "$VENV"
         "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
     fi
-    # Reinstall only when the project's dependency list changed since the last install.
-    stamp="$VENV/.omniforge-$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)-${extras:-base}"
+    # Reinstall only when the project's dependency list changed since the last install; an
+    # install with extras also satisfies a plain one.
+    local digest
+    digest="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+    stamp="$VENV/.omniforge-$digest-${extras:-base}"
+    if [ -z "$extras" ] && compgen -G "$VENV/.omniforge-$digest-*" >/dev/null; then
+        stamp="$(compgen -G "$VENV/.omniforge-$digest-*" | head -n 1)"
+    fi
     if [ ! -f "$stamp" ]; then
         echo "==> installing OmniForge${extras:+ with [$extras]} into $VENV" >&2
         "$VENV/bin/python" -m pip install --quiet --editable "$spec" >&2

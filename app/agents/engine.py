@@ -17,8 +17,9 @@ from app.chain import (
     VisibilityLevel,
 )
 from app.tools.builtin.llm import LLM_TOOL_NAME
-from app.tools.executor import ToolExecutor, ToolInvocation, ToolResult
+from app.tools.executor import ToolExecutor
 from app.tools.models import ToolCallContext, ToolDefinition
+from app.tools.results import ToolInvocation, ToolResult
 
 
 @dataclass(frozen=True, slots=True)

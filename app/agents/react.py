@@ -12,7 +12,8 @@ from app.agents.prompts import FORMAT_REMINDER, NATIVE_SYSTEM_PROMPT, text_syste
 from app.chain import ErrorCode
 from app.chain.errors import ChainAbort
 from app.llm import LLMGateway
-from app.tools.executor import ToolExecutor, ToolInvocation, ToolResult
+from app.tools.executor import ToolExecutor
+from app.tools.results import ToolInvocation, ToolResult
 
 ToolCallingMode = Literal["auto", "native", "text"]
 

@@ -8,8 +8,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from uuid import uuid4
 
-from pydantic_core import to_jsonable_python
-
 from app.chain import (
     ErrorCode,
     FailedAttempt,
@@ -34,44 +32,10 @@ from app.tools.guards import PendingCall, ToolGuard
 from app.tools.models import ToolCallContext, ToolOutput
 from app.tools.recording import CostRecord, CostRecorder
 from app.tools.registry import RegisteredTool, ToolRegistry
+from app.tools.results import ToolInvocation, ToolResult, render_result
 from app.tools.validation import field_errors
 
 DEFAULT_MAX_RESULT_CHARS = 16_000
-
-
-@dataclass(frozen=True, slots=True)
-class ToolInvocation:
-    """A call as the agent (or the model) asked for it; arguments may still be raw JSON."""
-
-    name: str
-    arguments: dict[str, Any] | str
-    visibility: VisibilityLevel | None = None
-
-
-@dataclass(slots=True)
-class ToolResult:
-    """The outcome of one call: its two recorded steps and the full, untruncated value."""
-
-    call_step: ReasoningStep
-    result_step: ReasoningStep
-    value: Any = None
-
-    @property
-    def info(self) -> ToolResultInfo:
-        assert self.result_step.tool_result is not None
-        return self.result_step.tool_result
-
-    @property
-    def success(self) -> bool:
-        return self.info.success
-
-    @property
-    def error(self) -> str | None:
-        return self.info.error
-
-    @property
-    def error_code(self) -> ErrorCode | None:
-        return self.info.error_code
 
 
 @dataclass(slots=True)
@@ -156,12 +120,13 @@ class ToolExecutor:
                 rejection = outcome.rejection or await self._settle(call, result)
                 if rejection is not None and rejection.ends_run and abort is None:
                     abort = rejection
-        except asyncio.CancelledError:
-            for future in pending:
+        except BaseException as exc:
+            for future in pending:  # no call of the batch outlives it
                 future.cancel()
-            for call in prepared[len(results) :]:
-                outcome = _Outcome(error=ToolError("cancelled", error_code=ErrorCode.CANCELLED))
-                self._record_result(chain, call, outcome)
+            if isinstance(exc, asyncio.CancelledError):
+                for call in prepared[len(results) :]:
+                    cancelled = ToolError("cancelled", error_code=ErrorCode.CANCELLED)
+                    self._record_result(chain, call, _Outcome(error=cancelled))
             raise
         if abort is not None:
             raise abort
@@ -360,24 +325,6 @@ class ToolExecutor:
             except GuardRejection as rejection:
                 return rejection
         return None
-
-
-def render_result(value: Any, limit: int) -> tuple[Any, bool, int | None]:
-    """The value as stored in the step: JSON-compatible, and cut to `limit` characters with an
-    explicit marker when longer. Returns (value, truncated, original length)."""
-    if isinstance(value, str):
-        text = value
-    else:
-        value = to_jsonable_python(value, fallback=str)
-        if value is None or isinstance(value, bool | int | float):
-            return value, False, None
-        text = json.dumps(value, ensure_ascii=False)
-        if len(text) <= limit:
-            return value, False, None
-    if len(text) <= limit:
-        return text, False, None
-    marker = f"\n…[truncated: {limit} of {len(text)} characters shown]"
-    return text[:limit] + marker, True, len(text)
 
 
 def _attempt_failures(error: ToolError, attempt: int, backoff: float | None) -> list[FailedAttempt]:

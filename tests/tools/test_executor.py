@@ -23,7 +23,7 @@ from app.tools.errors import (
     ToolRateLimitError,
     TransientToolError,
 )
-from app.tools.executor import ToolExecutor, ToolInvocation
+from app.tools.executor import ToolExecutor
 from app.tools.guards import PendingCall
 from app.tools.models import (
     CallEstimate,
@@ -34,6 +34,7 @@ from app.tools.models import (
 )
 from app.tools.recording import InMemoryCostRecorder
 from app.tools.registry import ToolRegistry
+from app.tools.results import ToolInvocation
 from tests.factories import context_for, new_chain
 
 _OBJECT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
@@ -104,6 +105,7 @@ class BlockingTool(BaseTool):
         )
         self.started = asyncio.Event()
         self.release = asyncio.Event()
+        self.cancelled = asyncio.Event()
 
     @property
     def definition(self) -> ToolDefinition:
@@ -111,7 +113,11 @@ class BlockingTool(BaseTool):
 
     async def execute(self, arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
         self.started.set()
-        await self.release.wait()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
         return ToolOutput(self.definition.name)
 
 
@@ -532,3 +538,21 @@ def _name(chain: ReasoningChain, step: ReasoningStep) -> str:
     assert call is not None
     assert call.tool_call is not None
     return call.tool_call.tool_name
+
+
+async def test_a_failing_recorder_does_not_leave_the_rest_of_a_batch_running() -> None:
+    class BrokenRecorder:
+        async def record_cost(self, record: Any) -> None:
+            raise RuntimeError("cost store unavailable")
+
+    blocking = BlockingTool()
+    chain = new_chain()
+    executor = _executor(EchoTool(usage=True), blocking, recorder=BrokenRecorder())
+    with pytest.raises(RuntimeError, match="cost store unavailable"):
+        await executor.execute_batch(
+            chain,
+            context_for(chain),
+            [ToolInvocation("echo", {"text": "hi"}), ToolInvocation("blocking", {})],
+        )
+    async with asyncio.timeout(2):
+        await blocking.cancelled.wait()

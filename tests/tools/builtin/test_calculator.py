@@ -9,9 +9,10 @@ from app.chain import ErrorCode, ReasoningChain, ToolType
 from app.tools.builtin import CalculatorTool, builtin_tools
 from app.tools.builtin.calculator import evaluate
 from app.tools.errors import ErrorClass, InvalidToolArguments, ToolError
-from app.tools.executor import ToolExecutor, ToolResult
+from app.tools.executor import ToolExecutor
 from app.tools.models import NO_RETRY, ToolCallContext
 from app.tools.registry import ToolRegistry
+from app.tools.results import ToolResult
 
 
 def _context(chain: ReasoningChain) -> ToolCallContext:

@@ -11,9 +11,10 @@ from app.chain import ErrorCode, ReasoningChain, ToolType
 from app.tools.builtin import CurrentTimeTool, resolve_timezone
 from app.tools.builtin.current_time import _PLACE_ALIASES
 from app.tools.errors import InvalidToolArguments
-from app.tools.executor import ToolExecutor, ToolResult
+from app.tools.executor import ToolExecutor
 from app.tools.models import NO_RETRY, ToolCallContext
 from app.tools.registry import ToolRegistry
+from app.tools.results import ToolResult
 
 SUMMER = datetime(2026, 7, 1, 12, 0, 0, tzinfo=UTC)  # a Wednesday
 WINTER = datetime(2026, 1, 15, 12, 0, 0, tzinfo=UTC)  # a Thursday
