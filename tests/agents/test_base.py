@@ -1,0 +1,162 @@
+"""CoTAgent and ReasoningEngine as a user's own agent sees them, on the offline demo model."""
+
+import asyncio
+
+import pytest
+
+from app.agents import AgentRuntime, AgentTask, CoTAgent, ReasoningEngine
+from app.chain import (
+    ChainCompletedEvent,
+    ChainFailedEvent,
+    ChainStatus,
+    DoneEvent,
+    ErrorCode,
+    StepType,
+    TaskState,
+)
+from app.chain.errors import ChainAbort
+from app.config import Settings
+
+
+@pytest.fixture(scope="module")
+def runtime() -> AgentRuntime:
+    return AgentRuntime.build(Settings())
+
+
+class ComputeThenAsk(CoTAgent):
+    """Thinks, calls a tool, asks the model with a plain prompt, concludes."""
+
+    agent_id = "compute-then-ask"
+
+    async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
+        engine.add_thinking("First the arithmetic, then a word from the model.", confidence=0.9)
+        total = await engine.call_tool("calculator", {"expression": "6 * 7"})
+        reply = await engine.call_llm(prompt="Say something.", system="Be brief.")
+        engine.add_synthesis(
+            f"{total.value['result']}; the model said: {reply.content}",
+            [total.result_step.id, reply.step_id],
+        )
+
+
+async def test_a_custom_agent_reasons_through_the_engine(runtime: AgentRuntime) -> None:
+    agent = ComputeThenAsk(runtime.executor, default_model="demo")
+    events = [e async for e in agent.process_task(AgentTask(input="anything"))]
+
+    run_chain_steps = [e.step for e in events if e.type == "reasoning_step"]
+    assert [s.type for s in run_chain_steps] == [
+        StepType.THINKING,
+        StepType.TOOL_CALL,
+        StepType.TOOL_RESULT,
+        StepType.TOOL_CALL,
+        StepType.TOOL_RESULT,
+        StepType.SYNTHESIS,
+    ]
+    llm_call = run_chain_steps[3].tool_call
+    assert llm_call is not None
+    assert llm_call.arguments["prompt"] == "Say something."
+    assert llm_call.arguments["system"] == "Be brief."
+    assert llm_call.model == "demo"
+    synthesis = run_chain_steps[-1].synthesis
+    assert synthesis is not None
+    assert synthesis.conclusion.startswith("42; the model said: I am OmniForge's offline demo")
+    assert synthesis.sources == [run_chain_steps[2].id, run_chain_steps[4].id]
+    assert isinstance(events[-2], ChainCompletedEvent)
+    assert {e.chain_id for e in events} == {events[0].chain_id}
+
+
+class ListsTools(CoTAgent):
+    async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
+        engine.add_synthesis(",".join(d.name for d in engine.available_tools()), [])
+
+
+@pytest.mark.parametrize(
+    ("tools", "offered"),
+    [(None, "calculator,current_time"), (["current_time"], "current_time"), ([], "")],
+)
+async def test_the_engine_offers_the_tasks_tools_but_never_the_llm(
+    runtime: AgentRuntime, tools: list[str] | None, offered: str
+) -> None:
+    run = ListsTools(runtime.executor, default_model="demo").start(
+        AgentTask(input="x", tools=tools)
+    )
+    chain = await run.wait()
+    synthesis = chain.steps[-1].synthesis
+    assert synthesis is not None
+    assert synthesis.conclusion == offered
+
+
+class Failing(CoTAgent):
+    def __init__(self, runtime: AgentRuntime, error: Exception) -> None:
+        super().__init__(runtime.executor, default_model="demo")
+        self.error = error
+
+    async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
+        await engine.call_tool("calculator", {"expression": "1 + 1"})
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "message"),
+    [
+        (
+            ChainAbort(ErrorCode.BUDGET_EXCEEDED, "max_cost_usd 0.01 reached"),
+            "budget_exceeded",
+            "max_cost_usd 0.01 reached",
+        ),
+        (KeyError("oops"), "internal_error", "KeyError: 'oops'"),
+    ],
+)
+async def test_a_failure_ends_the_chain_with_a_code_and_keeps_its_steps(
+    runtime: AgentRuntime, error: Exception, code: str, message: str
+) -> None:
+    run = Failing(runtime, error).start(AgentTask(input="x"))
+    events = [e async for e in run.events()]
+
+    failed, done = events[-2], events[-1]
+    assert isinstance(failed, ChainFailedEvent)
+    assert (failed.error_code, failed.error_message) == (code, message)
+    assert isinstance(done, DoneEvent)
+    assert done.final_state is TaskState.FAILED
+    assert run.chain.status is ChainStatus.FAILED
+    assert len(run.chain.steps) == 2  # the calculator call before the failure is kept
+    assert run.chain.completed_at is not None
+
+
+class Waiting(CoTAgent):
+    def __init__(self, runtime: AgentRuntime) -> None:
+        super().__init__(runtime.executor, default_model="demo")
+        self.started = asyncio.Event()
+
+    async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
+        engine.add_thinking("waiting for something that never comes")
+        self.started.set()
+        await asyncio.Event().wait()
+
+
+async def test_a_reader_that_goes_away_cancels_the_run(runtime: AgentRuntime) -> None:
+    agent = Waiting(runtime)
+    run = agent.start(AgentTask(input="x"))
+    events = run.events()
+    async for event in events:
+        if event.type == "reasoning_step":
+            break
+    await events.aclose()
+
+    assert run.done
+    assert run.chain.status is ChainStatus.CANCELLED
+    assert run.chain.error_code is ErrorCode.CANCELLED
+
+
+async def test_cancel_ends_the_run_with_cancelled_events(runtime: AgentRuntime) -> None:
+    agent = Waiting(runtime)
+    run = agent.start(AgentTask(input="x"))
+    await agent.started.wait()
+    run.cancel("stopped by the operator")
+    events = [e async for e in run.events()]
+
+    failed, done = events[-2], events[-1]
+    assert isinstance(failed, ChainFailedEvent)
+    assert (failed.error_code, failed.error_message) == ("cancelled", "stopped by the operator")
+    assert isinstance(done, DoneEvent)
+    assert done.final_state is TaskState.CANCELLED
+    assert await run.wait() is run.chain
