@@ -106,6 +106,18 @@ def _cost(input_tokens: int, output_tokens: int) -> Decimal:
     return IN_PRICE * input_tokens + OUT_PRICE * output_tokens
 
 
+def _assert_usage_and_cost(
+    chain: ReasoningChain, usage: list[tuple[int, int]]
+) -> list[ToolResultInfo]:
+    """Each LLM call reports the scripted tokens and costs exactly their price; so does the
+    chain in total."""
+    llm = _llm_results(chain)
+    assert [(r.input_tokens, r.output_tokens) for r in llm] == usage
+    assert [r.cost_usd for r in llm] == [_cost(*u) for u in usage]
+    assert chain.metrics.total_cost_usd == sum(_cost(*u) for u in usage)
+    return llm
+
+
 FINAL = "17 * 23 + 4 = 395, and in Tokyo it is 21:00."
 
 
@@ -146,9 +158,7 @@ async def test_native_tool_calling_solves_a_two_tool_task_with_exact_steps_and_c
         ("synthesis", FINAL),
     ]
     usage = [(310, 22), (362, 17), (420, 31)]
-    llm = _llm_results(chain)
-    assert [(r.input_tokens, r.output_tokens) for r in llm] == usage
-    assert [r.cost_usd for r in llm] == [_cost(*u) for u in usage]
+    llm = _assert_usage_and_cost(chain, usage)
     assert {(r.model, r.deployment, r.provider) for r in llm} == {
         ("agent-model", "agent-dep", "openai")
     }
@@ -222,11 +232,7 @@ async def test_text_react_mode_solves_the_same_task_with_exact_steps_and_cost(
         ("thinking", "I know both."),
         ("synthesis", FINAL),
     ]
-    usage = [(500, 30), (560, 28), (610, 25)]
-    llm = _llm_results(chain)
-    assert [(r.input_tokens, r.output_tokens) for r in llm] == usage
-    assert [r.cost_usd for r in llm] == [_cost(*u) for u in usage]
-    assert chain.metrics.total_cost_usd == sum(_cost(*u) for u in usage)
+    _assert_usage_and_cost(chain, [(500, 30), (560, 28), (610, 25)])
 
     first, second, _ = (r.body for r in fake_llm.requests)
     assert "tools" not in first  # text mode: the tools are described in the prompt
