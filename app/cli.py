@@ -1,10 +1,12 @@
-"""`omniforge`: run a task in-process and watch its chain live; list tools and models."""
+"""`omniforge`: serve the API, mint tokens, migrate; run a task in-process and watch its
+chain live; list tools and models."""
 
 import argparse
 import asyncio
 import json
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from decimal import Decimal
 from typing import TextIO
 from uuid import UUID
@@ -22,8 +24,9 @@ from app.chain import (
     ToolType,
     format_usd,
 )
-from app.config import Settings
+from app.config import InsecureSettings, Settings
 from app.llm import ModelConfigError
+from app.security import mint_token
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _PREVIEW_CHARS = 160
@@ -31,6 +34,12 @@ _PREVIEW_CHARS = 160
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in _SERVICE_COMMANDS:
+        try:
+            return _SERVICE_COMMANDS[args.command](args, Settings())
+        except (ValidationError, InsecureSettings) as exc:
+            print(f"omniforge: configuration error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     try:
         settings = Settings()
         if getattr(args, "max_iterations", None):
@@ -53,6 +62,69 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def _serve(args: argparse.Namespace, settings: Settings) -> int:
+    import uvicorn
+
+    from app.api import create_app
+
+    settings.resolved_jwt_secret()  # refuse a weak or missing secret before anything else
+    url = _migrate_database(settings)
+    print(f"omniforge: database {url} is at the latest schema", file=sys.stderr)
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)),
+        log_level="info",
+    )
+    return EXIT_OK
+
+
+def _migrate(args: argparse.Namespace, settings: Settings) -> int:
+    url = _migrate_database(settings)
+    print(f"omniforge: database {url} is at the latest schema", file=sys.stderr)
+    return EXIT_OK
+
+
+def _migrate_database(settings: Settings) -> str:
+    from app.storage import Database, upgrade_to_head
+
+    async def migrate() -> str:
+        database = Database(settings.resolved_database_url())
+        try:
+            await upgrade_to_head(database)
+        finally:
+            await database.dispose()
+        return database.url.render_as_string(hide_password=True)
+
+    return asyncio.run(migrate())
+
+
+def _token(args: argparse.Namespace, settings: Settings) -> int:
+    roles = [role.strip() for role in args.roles.split(",") if role.strip()]
+    print(
+        mint_token(
+            settings.resolved_jwt_secret(),
+            tenant_id=args.tenant,
+            subject=args.sub,
+            roles=roles,
+            ttl=args.ttl,
+        )
+    )
+    return EXIT_OK
+
+
+_SERVICE_COMMANDS = {"serve": _serve, "migrate": _migrate, "token": _token}
+
+
+def _duration(text: str) -> timedelta:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    value, unit = text[:-1], text[-1:]
+    if unit not in units or not value.isdigit() or int(value) == 0:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (try 90s, 30m, 12h, 7d)")
+    return timedelta(seconds=int(value) * units[unit])
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="omniforge", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -69,6 +141,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print the events as JSON lines")
     run.add_argument("--stream", action="store_true", help="show model output as it streams")
+    serve = commands.add_parser("serve", help="migrate the database, then serve the HTTP API")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    commands.add_parser("migrate", help="bring the database schema to the latest revision")
+    token = commands.add_parser("token", help="mint a bearer token (HS256) for local use")
+    token.add_argument("--tenant", required=True, help="the tenant id (`tenant_id` claim)")
+    token.add_argument("--sub", required=True, help="the user id (`sub` claim)")
+    token.add_argument("--roles", default="member", help="comma-separated roles")
+    token.add_argument("--ttl", default="1h", type=_duration, help="lifetime: 90s, 30m, 12h, 7d")
     tools = commands.add_parser("tools", help="list the tools with their JSON schemas")
     tools.add_argument("--json", action="store_true", help="print OpenAI-style tool specs")
     models = commands.add_parser("models", help="list the configured models and prices")

@@ -1,9 +1,18 @@
 """The one settings object: every knob is an `OMNIFORGE_*` environment variable."""
 
+import secrets
 from pathlib import Path
+from typing import Literal, Self
 
-from pydantic import Field
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIN_JWT_SECRET_BYTES = 32
+_DEV_SECRET_FILE = "jwt-secret"
+
+
+class InsecureSettings(ValueError):
+    """Settings that would be unsafe outside development."""
 
 
 class Settings(BaseSettings):
@@ -11,6 +20,31 @@ class Settings(BaseSettings):
     environment."""
 
     model_config = SettingsConfigDict(env_prefix="OMNIFORGE_", extra="ignore")
+
+    env: Literal["development", "production"] = Field(
+        default="development",
+        description="`production` refuses to start without a strong JWT secret.",
+    )
+    data_dir: Path = Field(
+        default=Path("var"), description="Where the embedded SQLite database and dev secret live."
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy async URL, e.g. postgresql+asyncpg://user@host/db; "
+        "default: a SQLite file in `data_dir`.",
+    )
+    jwt_secret: SecretStr | None = Field(
+        default=None,
+        description=f"HS256 key, at least {MIN_JWT_SECRET_BYTES} bytes. In development an unset "
+        "secret is generated once and kept in `data_dir`.",
+    )
+    jwt_leeway_s: float = Field(default=30.0, ge=0, description="Clock skew allowed on exp/nbf.")
+    sse_keepalive_s: float = Field(
+        default=15.0, gt=0, description="Idle time after which a stream sends a comment."
+    )
+    shutdown_grace_s: float = Field(
+        default=5.0, ge=0, description="How long shutdown waits for runs to record their end."
+    )
 
     models_file: Path | None = Field(
         default=None,
@@ -45,3 +79,38 @@ class Settings(BaseSettings):
     llm_max_output_tokens: int = Field(
         default=4096, ge=1, description="Output cap the agent asks for, and budgets assume."
     )
+
+    @model_validator(mode="after")
+    def _production_needs_a_strong_secret(self) -> Self:
+        if self.env == "production":
+            secret = self.jwt_secret.get_secret_value() if self.jwt_secret else ""
+            if len(secret.encode()) < MIN_JWT_SECRET_BYTES:
+                raise InsecureSettings(
+                    "OMNIFORGE_JWT_SECRET must be set to at least "
+                    f"{MIN_JWT_SECRET_BYTES} bytes outside development"
+                )
+        return self
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'omniforge.db').resolve()}"
+
+    def resolved_jwt_secret(self) -> str:
+        """The HS256 key. In development with none set, one is generated once and kept in
+        `data_dir`, so the server and `omniforge token` agree without configuration."""
+        if self.jwt_secret is not None:
+            secret = self.jwt_secret.get_secret_value()
+            if len(secret.encode()) < MIN_JWT_SECRET_BYTES:
+                raise InsecureSettings(
+                    f"OMNIFORGE_JWT_SECRET is shorter than {MIN_JWT_SECRET_BYTES} bytes"
+                )
+            return secret
+        if self.env != "development":
+            raise InsecureSettings("OMNIFORGE_JWT_SECRET is required outside development")
+        path = self.data_dir / _DEV_SECRET_FILE
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(secrets.token_urlsafe(48), encoding="utf-8")
+            path.chmod(0o600)
+        return path.read_text(encoding="utf-8").strip()

@@ -1,11 +1,28 @@
-"""Shared fixtures: the scripted fake LLM server, verified after every test that uses it."""
+"""Shared fixtures: the scripted fake LLM server, a database per test run on each backend
+(SQLite and Postgres, built by the migrations), and the service running on it."""
 
 import os
 from collections.abc import AsyncIterator
+from pathlib import Path
+from uuid import uuid4
 
+import asyncpg
 import pytest
+from sqlalchemy.engine import make_url
 
+from app.storage import Database, upgrade_to_head
 from tests.fakes.openai_server import FakeLLMServer
+from tests.service import Service, running_service, service_settings
+
+POSTGRES_ADMIN_URL = os.environ.get(
+    "OMNIFORGE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+BACKENDS = ["sqlite", "postgres"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Model lists in tests reference their key as `os.environ/FAKE_LLM_API_KEY`, like real ones.
+    os.environ.setdefault("FAKE_LLM_API_KEY", "fake-key")
 
 
 @pytest.fixture
@@ -16,6 +33,89 @@ async def fake_llm() -> AsyncIterator[FakeLLMServer]:
         server.verify()
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # Model lists in tests reference their key as `os.environ/FAKE_LLM_API_KEY`, like real ones.
-    os.environ.setdefault("FAKE_LLM_API_KEY", "fake-key")
+async def _admin_connection() -> asyncpg.Connection:
+    try:
+        return await asyncpg.connect(POSTGRES_ADMIN_URL, timeout=5)
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.fail(
+            f"Postgres is unreachable at {POSTGRES_ADMIN_URL} ({exc}). The suite runs on "
+            "Postgres and SQLite; scripts/test starts a throwaway Postgres when none is "
+            "running, or set OMNIFORGE_TEST_POSTGRES_URL.",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+async def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[str]:
+    """A fresh database for this test run, built by `alembic upgrade head`; dropped after."""
+    name = f"omniforge_test_{uuid4().hex[:12]}"
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('sqlite') / name}.db"
+    else:
+        admin = await _admin_connection()
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await admin.close()
+        url = make_url(POSTGRES_ADMIN_URL).set(drivername="postgresql+asyncpg", database=name)
+        url = url.render_as_string(hide_password=False)
+    database = Database(url)
+    try:
+        await upgrade_to_head(database)
+    finally:
+        await database.dispose()
+    yield url
+    if request.param == "postgres":
+        admin = await _admin_connection()
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
+
+
+@pytest.fixture(scope="session")
+async def shared_fake_llm() -> AsyncIterator[FakeLLMServer]:
+    async with FakeLLMServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+async def running(
+    database_url: str, shared_fake_llm: FakeLLMServer, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Service]:
+    settings = service_settings(tmp_path_factory.mktemp("service"), database_url, shared_fake_llm)
+    async with running_service(settings, shared_fake_llm) as service:
+        yield service
+
+
+@pytest.fixture
+async def service(running: Service) -> AsyncIterator[Service]:
+    """The service of this backend; after the test, no run may be left going and every scripted
+    LLM reply must have been used."""
+    yield running
+    leftover = running.state.runs.active_runs
+    await running.state.runs.shutdown(grace_s=5)
+    fake = running.fake_llm
+    try:
+        assert leftover == 0, f"the test left {leftover} run(s) going"
+        fake.verify()
+    finally:
+        fake.reset()
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A tenant of its own for each test, so tests never see each other's data."""
+    return f"t-{uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def other_tenant() -> str:
+    return f"o-{uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def service_dir(tmp_path: Path) -> Path:
+    return tmp_path

@@ -99,6 +99,7 @@ class AgentRun:
         self._engine = engine
         self._queue: asyncio.Queue[ChainEvent] = asyncio.Queue()
         self._cancel_reason: str | None = None
+        self._cancel_code = ErrorCode.CANCELLED
         self.chain.add_listener(self._on_step)
         self.chain.status = ChainStatus.THINKING
         self._emit(ChainStartedEvent(task_id=task.id, chain_id=self.chain.id))
@@ -110,21 +111,34 @@ class AgentRun:
     async def events(self) -> AsyncIterator[ChainEvent]:
         """Every event of the run, in order, the moment it exists; ends after `done`. A reader
         that stops early cancels the run."""
+        async for batch in self.event_batches():
+            for event in batch:
+                yield event
+
+    async def event_batches(self) -> AsyncIterator[list[ChainEvent]]:
+        """The same events, in batches of whatever has accumulated since the last read (at
+        least one), so a slower reader such as a database writer catches up in one go."""
         try:
             while True:
-                event = await self._queue.get()
-                yield event
-                if isinstance(event, DoneEvent):
+                batch = [await self._queue.get()]
+                while not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                yield batch
+                if isinstance(batch[-1], DoneEvent):
                     return
         finally:
             if not self._runner.done():
                 self.cancel("the reader of the run's events went away")
                 await asyncio.wait([self._runner])
 
-    def cancel(self, reason: str = "the run was cancelled") -> None:
-        """Stops the run promptly, even mid-call; the chain ends `cancelled`, steps kept."""
-        if not self._runner.done():
+    def cancel(
+        self, reason: str = "the run was cancelled", error_code: ErrorCode = ErrorCode.CANCELLED
+    ) -> None:
+        """Stops the run promptly, even mid-call; the chain ends `cancelled` (or `failed`
+        with another `error_code`, e.g. `interrupted` at shutdown), steps kept."""
+        if not self._runner.done() and self._cancel_reason is None:
             self._cancel_reason = reason
+            self._cancel_code = error_code
             self._runner.cancel()
 
     async def wait(self) -> ReasoningChain:
@@ -140,7 +154,9 @@ class AgentRun:
         try:
             await self._agent.reason(self.task, self._engine)
         except asyncio.CancelledError:
-            self._finish(ChainStatus.CANCELLED, ErrorCode.CANCELLED, self._cancel_reason)
+            code = self._cancel_code
+            status = ChainStatus.CANCELLED if code is ErrorCode.CANCELLED else ChainStatus.FAILED
+            self._finish(status, code, self._cancel_reason)
             if self._cancel_reason is None:
                 raise  # not our cancel(): let whoever cancelled the task see it
         except ChainAbort as abort:
@@ -186,6 +202,7 @@ class AgentRun:
             ReasoningStepEvent(
                 task_id=self.task.id,
                 chain_id=self.chain.id,
+                timestamp=step.timestamp,
                 step=step,
                 metrics=self.chain.metrics.model_copy(),
             )

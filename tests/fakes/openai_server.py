@@ -228,6 +228,14 @@ class FakeLLMServer:
     def requests_for(self, model: str) -> list[RecordedRequest]:
         return [request for request in self.requests if request.model == model]
 
+    def reset(self) -> None:
+        """Forgets scripts, standing replies and recorded requests (between tests sharing
+        one server); numbering goes on."""
+        self._scripts.clear()
+        self._always.clear()
+        self.requests.clear()
+        self.unexpected.clear()
+
     def pending(self) -> dict[str, int]:
         return {model: len(queue) for model, queue in self._scripts.items() if queue}
 

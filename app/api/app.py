@@ -1,0 +1,72 @@
+"""The app factory and its lifespan: every resource is built at start-up, none at import."""
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from app.agents import AgentRuntime
+from app.api import health
+from app.api.chains.router import router as chains_router
+from app.api.errors import install_error_handlers
+from app.api.state import AppState
+from app.api.tasks.router import router as tasks_router
+from app.config import Settings
+from app.runs import RunManager
+from app.security import TokenVerifier
+from app.storage import Database, current_revision, head_revision
+from app.storage.run_log import RunLog
+
+logger = logging.getLogger(__name__)
+
+API_VERSION = "1.0.0"
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    settings: Settings = app.state.settings
+    verifier = TokenVerifier(settings.resolved_jwt_secret(), leeway_s=settings.jwt_leeway_s)
+    database = Database(settings.resolved_database_url())
+    try:
+        run_log = RunLog(database)
+        runs = RunManager(run_log)
+        runtime = AgentRuntime.build(settings, recorder=runs)
+        runs.attach(runtime)
+        revision = await current_revision(database)
+        if revision == head_revision():
+            await runs.recover()
+        else:
+            logger.error(
+                "database schema at %s, not %s: run `omniforge migrate`", revision, head_revision()
+            )
+        app.state.omniforge = AppState(
+            settings=settings,
+            database=database,
+            runtime=runtime,
+            runs=runs,
+            run_log=run_log,
+            verifier=verifier,
+            schema_revision=revision,
+        )
+        yield
+        await runs.shutdown(settings.shutdown_grace_s)
+    finally:
+        await database.dispose()
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The OmniForge service. `uvicorn --factory app.api:create_app` or `omniforge serve`."""
+    app = FastAPI(
+        title="OmniForge",
+        version=API_VERSION,
+        summary="Multi-tenant agent service: every agent operation is a tool call, every call "
+        "a step of a persisted, streamed reasoning chain.",
+        lifespan=_lifespan,
+    )
+    app.state.settings = settings or Settings()
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(tasks_router)
+    app.include_router(chains_router)
+    return app

@@ -1,0 +1,51 @@
+"""Chain resources. Steps are stored as JSON and served without a decode/encode round trip,
+so the chain and step routes splice stored step documents into the rendered envelope."""
+
+from datetime import datetime
+from uuid import UUID
+
+from pydantic import BaseModel
+
+from app.chain import ChainMetrics, ChainStatus, ErrorCode, ReasoningStep
+from app.storage.records import ChainRecord
+
+
+class ChainSummary(BaseModel):
+    id: UUID
+    task_id: UUID
+    agent_id: str
+    parent_chain_id: UUID | None
+    status: ChainStatus
+    metrics: ChainMetrics
+    error_code: ErrorCode | None
+    error_message: str | None
+    started_at: datetime
+    completed_at: datetime | None
+
+    @classmethod
+    def of(cls, chain: ChainRecord) -> "ChainSummary":
+        return cls.model_validate(chain, from_attributes=True)
+
+
+class ChainOut(ChainSummary):
+    """A chain with every step, in order (readable while it runs)."""
+
+    steps: list[ReasoningStep]
+
+
+class StepPage(BaseModel):
+    items: list[ReasoningStep]
+    next_after: int | None
+
+
+class ChainPage(BaseModel):
+    items: list[ChainSummary]
+    next_cursor: str | None
+
+
+def with_steps(envelope: BaseModel, key: str, documents: list[str], tail: str = "") -> bytes:
+    """`envelope` rendered as JSON with `key` set to the stored step documents."""
+    head = envelope.model_dump_json()
+    if head == "{}":
+        return f'{{"{key}":[{",".join(documents)}]{tail}}}'.encode()
+    return f'{head[:-1]},"{key}":[{",".join(documents)}]{tail}}}'.encode()

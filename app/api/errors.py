@@ -1,0 +1,192 @@
+"""One mapping from errors to RFC 9457 problem details (`application/problem+json`)."""
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.runs.errors import InvalidSubmission, NotFound, TaskAlreadyFinished
+from app.security import AuthenticationFailed
+from app.storage.pagination import InvalidCursor
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+PROBLEM_BASE = "https://omniforge.dev/problems/"
+
+
+@dataclass(frozen=True, slots=True)
+class ProblemType:
+    slug: str
+    title: str
+    status: int
+
+    @property
+    def uri(self) -> str:
+        return PROBLEM_BASE + self.slug
+
+
+BAD_REQUEST = ProblemType("bad-request", "Bad request", 400)
+UNAUTHORIZED = ProblemType("unauthorized", "Authentication required", 401)
+NOT_FOUND = ProblemType("not-found", "Not found", 404)
+METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", "Method not allowed", 405)
+TASK_FINISHED = ProblemType("task-finished", "Task already finished", 409)
+VALIDATION = ProblemType("validation-error", "Invalid request", 422)
+INTERNAL = ProblemType("internal-error", "Internal server error", 500)
+UNAVAILABLE = ProblemType("service-unavailable", "Service unavailable", 503)
+
+_BY_STATUS = {p.status: p for p in (BAD_REQUEST, UNAUTHORIZED, NOT_FOUND, METHOD_NOT_ALLOWED)}
+
+
+class FieldProblem(BaseModel):
+    field: str = Field(description="Dotted path of the offending input, e.g. `body.input`.")
+    message: str
+
+
+class Problem(BaseModel):
+    """An error response (RFC 9457). `type` is stable; `detail` is for humans."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldProblem] | None = None
+
+
+class ApiError(Exception):
+    """An HTTP-level refusal raised by the API layer itself."""
+
+    def __init__(
+        self,
+        problem: ProblemType,
+        detail: str,
+        *,
+        errors: list[FieldProblem] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.problem = problem
+        self.detail = detail
+        self.errors = errors
+        self.headers = headers
+
+
+def problem_response(
+    problem: ProblemType,
+    detail: str,
+    *,
+    errors: list[FieldProblem] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = Problem(
+        type=problem.uri, title=problem.title, status=problem.status, detail=detail, errors=errors
+    )
+    return JSONResponse(
+        body.model_dump(exclude_none=True),
+        status_code=problem.status,
+        media_type=PROBLEM_JSON,
+        headers=headers,
+    )
+
+
+def _as_api_error(exc: Exception) -> ApiError | None:
+    """The one table from domain errors to problems."""
+    match exc:
+        case ApiError():
+            return exc
+        case AuthenticationFailed():
+            return ApiError(
+                UNAUTHORIZED,
+                exc.reason,
+                headers={
+                    "WWW-Authenticate": f'Bearer error="invalid_token", '
+                    f'error_description="{exc.reason}"'
+                },
+            )
+        case NotFound():
+            return ApiError(NOT_FOUND, str(exc))
+        case TaskAlreadyFinished():
+            return ApiError(TASK_FINISHED, str(exc))
+        case InvalidSubmission():
+            errors = [
+                FieldProblem(field=f"body.{p.field}", message=p.message) for p in exc.problems
+            ]
+            return ApiError(VALIDATION, "the task cannot be run as submitted", errors=errors)
+        case InvalidCursor():
+            errors = [FieldProblem(field="query.cursor", message=str(exc))]
+            return ApiError(VALIDATION, str(exc), errors=errors)
+    return None
+
+
+async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
+    error = _as_api_error(exc)
+    if error is None:
+        return await _unexpected(request, exc)
+    return problem_response(error.problem, error.detail, errors=error.errors, headers=error.headers)
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        FieldProblem(field=".".join(str(part) for part in error["loc"]), message=error["msg"])
+        for error in exc.errors()
+    ]
+    return problem_response(VALIDATION, "the request is not valid; see `errors`", errors=errors)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    problem = _BY_STATUS.get(exc.status_code) or ProblemType(
+        "http-error", "HTTP error", exc.status_code
+    )
+    detail = exc.detail if isinstance(exc.detail, str) else problem.title
+    if exc.status_code == 404:
+        detail = f"no such resource: {request.url.path}"
+    elif exc.status_code == 405:
+        detail = f"{request.method} is not allowed on {request.url.path}"
+    return problem_response(problem, detail, headers=dict(exc.headers or {}))
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem_response(INTERNAL, "an unexpected error occurred; it has been logged")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    for domain_error in (
+        ApiError,
+        AuthenticationFailed,
+        NotFound,
+        TaskAlreadyFinished,
+        InvalidSubmission,
+        InvalidCursor,
+    ):
+        app.add_exception_handler(domain_error, _domain_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for the problem statuses a route can answer."""
+    descriptions = {
+        400: "Bad request",
+        401: "Missing, expired or invalid bearer token",
+        404: "No such resource in the caller's tenant",
+        409: "The task has already finished",
+        422: "Invalid input; `errors` lists each field",
+        503: "Not ready",
+    }
+    return {
+        status: {
+            "model": Problem,
+            "description": descriptions[status],
+            "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
+        }
+        for status in statuses
+    }

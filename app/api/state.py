@@ -1,0 +1,21 @@
+"""What the lifespan builds and routes reach through dependencies."""
+
+from dataclasses import dataclass
+
+from app.agents import AgentRuntime
+from app.config import Settings
+from app.runs import RunManager
+from app.security import TokenVerifier
+from app.storage import Database
+from app.storage.run_log import RunLog
+
+
+@dataclass(frozen=True, slots=True)
+class AppState:
+    settings: Settings
+    database: Database
+    runtime: AgentRuntime
+    runs: RunManager
+    run_log: RunLog
+    verifier: TokenVerifier
+    schema_revision: str | None

@@ -1,0 +1,29 @@
+"""What can go wrong with a task, in domain terms (the API maps these to HTTP)."""
+
+from uuid import UUID
+
+from app.tools.errors import FieldError
+
+
+class InvalidSubmission(Exception):
+    """A task the service cannot run as submitted (unknown model, unknown tools...)."""
+
+    def __init__(self, problems: list[FieldError]) -> None:
+        super().__init__("; ".join(str(problem) for problem in problems))
+        self.problems = problems
+
+
+class TaskAlreadyFinished(Exception):
+    def __init__(self, task_id: UUID, status: str) -> None:
+        super().__init__(f"task {task_id} has already finished ({status})")
+        self.task_id = task_id
+        self.status = status
+
+
+class NotFound(Exception):
+    """No such resource in the caller's tenant (another tenant's ids are not found either)."""
+
+    def __init__(self, kind: str, resource_id: object) -> None:
+        super().__init__(f"{kind} {resource_id} not found")
+        self.kind = kind
+        self.resource_id = resource_id

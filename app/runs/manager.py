@@ -1,0 +1,251 @@
+"""RunManager: starts each task as an asyncio task of this process, records its events as they
+happen, publishes them once stored, and owns cancellation and recovery."""
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from uuid import UUID, uuid4
+
+from app.agents import AgentRun, AgentRuntime, AgentTask
+from app.chain import (
+    ChainFailedEvent,
+    ChainStatus,
+    DoneEvent,
+    ErrorCode,
+    ReasoningChain,
+    TaskState,
+)
+from app.chain.models import utc_now
+from app.runs.channel import RunChannel
+from app.runs.errors import InvalidSubmission
+from app.runs.models import TaskSubmission
+from app.runs.recorder import RunRecorder
+from app.security import Principal
+from app.storage.records import TaskRecord
+from app.storage.run_log import RunLog, RunWrite
+from app.storage.types import RawJSON
+from app.tools.builtin.llm import LLM_TOOL_NAME
+from app.tools.errors import FieldError
+from app.tools.recording import CostRecord
+
+logger = logging.getLogger(__name__)
+
+_WRITE_RETRY_DELAYS_S = (0.1, 0.5, 2.0)
+
+
+@dataclass(frozen=True, slots=True)
+class SubmittedTask:
+    task_id: UUID
+    chain_id: UUID
+    status: TaskState
+
+
+@dataclass(slots=True)
+class _LiveRun:
+    task_id: UUID
+    run: AgentRun
+    recorder: RunRecorder
+    channel: RunChannel = field(default_factory=RunChannel)
+    costs: list[CostRecord] = field(default_factory=list)
+    writer: asyncio.Task[None] | None = None
+
+
+class RunManager:
+    """The runs of this process. Also the runtime's `CostRecorder`: a run's cost records are
+    written in the same transaction as the steps that follow them."""
+
+    def __init__(self, log: RunLog, *, runner_id: str | None = None) -> None:
+        self._log = log
+        self._runtime: AgentRuntime | None = None
+        self._runs: dict[UUID, _LiveRun] = {}
+        self.runner_id = runner_id or f"runner-{uuid4()}"
+
+    def attach(self, runtime: AgentRuntime) -> None:
+        """The runtime is built with this manager as its cost recorder, then attached."""
+        self._runtime = runtime
+
+    @property
+    def runtime(self) -> AgentRuntime:
+        if self._runtime is None:
+            raise RuntimeError("no agent runtime attached")
+        return self._runtime
+
+    @property
+    def active_runs(self) -> int:
+        return len(self._runs)
+
+    def channel(self, task_id: UUID) -> RunChannel | None:
+        live = self._runs.get(task_id)
+        return None if live is None else live.channel
+
+    async def record_cost(self, record: CostRecord) -> None:
+        live = self._runs.get(UUID(record.task_id))
+        if live is not None:
+            live.costs.append(record)
+
+    def validate(self, submission: TaskSubmission) -> None:
+        """Refuses a task naming a model or tools this service does not have."""
+        runtime = self.runtime
+        problems: list[FieldError] = []
+        if submission.model is not None and not runtime.gateway.has_model(submission.model):
+            known = ", ".join(runtime.gateway.model_names())
+            problems.append(
+                FieldError("model", f"unknown model {submission.model!r}; available: {known}")
+            )
+        for index, name in enumerate(submission.tools or []):
+            if name == LLM_TOOL_NAME or name not in runtime.registry:
+                problems.append(FieldError(f"tools.{index}", f"unknown tool {name!r}"))
+        if problems:
+            raise InvalidSubmission(problems)
+
+    async def submit(self, principal: Principal, submission: TaskSubmission) -> SubmittedTask:
+        """Stores the task and its chain, then starts the run; returns once both rows exist."""
+        self.validate(submission)
+        runtime = self.runtime
+        task_id, now = uuid4(), utc_now()
+        model = submission.model or runtime.settings.default_model
+        chain = ReasoningChain(
+            task_id=str(task_id),
+            agent_id=runtime.agent.agent_id,
+            tenant_id=principal.tenant_id,
+            started_at=now,
+        )
+        await self._log.create(
+            {
+                "id": task_id,
+                "tenant_id": principal.tenant_id,
+                "user_id": principal.subject,
+                "status": TaskState.SUBMITTED,
+                "chain_id": chain.id,
+                "request": submission.model_dump(mode="json", exclude_none=True),
+                "model": model,
+                "last_seq": 0,
+                "runner_id": self.runner_id,
+                "created_at": now,
+            },
+            {
+                "id": chain.id,
+                "task_id": task_id,
+                "tenant_id": principal.tenant_id,
+                "agent_id": chain.agent_id,
+                "status": ChainStatus.INITIALIZING,
+                "metrics": RawJSON(chain.metrics.model_dump_json()),
+                "started_at": now,
+            },
+        )
+        task = AgentTask(
+            id=str(task_id),
+            input=submission.input,
+            messages=None
+            if submission.messages is None
+            else [m.model_dump(exclude_none=True) for m in submission.messages],
+            tenant_id=principal.tenant_id,
+            user_id=principal.subject,
+            model=model,
+            tools=submission.tools,
+            metadata=submission.metadata,
+        )
+        run = runtime.agent.start(task, chain=chain)
+        live = _LiveRun(task_id, run, RunRecorder(task_id, principal.tenant_id, chain))
+        self._runs[task_id] = live
+        live.writer = asyncio.create_task(self._record(live), name=f"record-{task_id}")
+        return SubmittedTask(task_id, chain.id, TaskState.SUBMITTED)
+
+    async def cancel(self, task_id: UUID, reason: str = "cancelled by the client") -> bool:
+        """Cancels a live run and waits until its end is stored; False if it is not live
+        here."""
+        live = self._runs.get(task_id)
+        if live is None:
+            return False
+        live.run.cancel(reason)
+        if live.writer is not None:
+            await asyncio.wait([live.writer])
+        return True
+
+    async def recover(self) -> int:
+        """Ends runs left unfinished by a process that is gone as `failed`/`interrupted`,
+        with the closing events their streams never got. Returns how many."""
+        ended = 0
+        for task in await self._log.orphans(self.runner_id):
+            ended += await self.end_unattended(
+                task,
+                status=TaskState.FAILED,
+                error_code=ErrorCode.INTERRUPTED,
+                message="the process running this task stopped before it finished",
+            )
+        if ended:
+            logger.warning("marked %d runs of a previous process as interrupted", ended)
+        return ended
+
+    async def shutdown(self, grace_s: float) -> None:
+        """Stops every run (`interrupted`) and waits up to `grace_s` for their ends to be
+        stored."""
+        writers = [live.writer for live in self._runs.values() if live.writer is not None]
+        for live in list(self._runs.values()):
+            live.run.cancel("the server shut down", ErrorCode.INTERRUPTED)
+        if writers:
+            _, pending = await asyncio.wait(writers, timeout=grace_s)
+            for writer in pending:
+                writer.cancel()
+
+    async def _record(self, live: _LiveRun) -> None:
+        try:
+            async for batch in live.run.event_batches():
+                costs, live.costs = live.costs, []
+                write, events = live.recorder.record(batch, costs)
+                await self._append(write)
+                live.channel.publish(events)
+        except Exception:
+            logger.exception("recording task %s failed; its run was stopped", live.task_id)
+        finally:
+            live.channel.close()
+            self._runs.pop(live.task_id, None)
+
+    async def _append(self, write: RunWrite) -> None:
+        for delay in (*_WRITE_RETRY_DELAYS_S, None):
+            try:
+                await self._log.append(write)
+            except Exception:
+                if delay is None:
+                    raise
+                logger.warning("storing events of task %s failed; retrying", write.task_id)
+                await asyncio.sleep(delay)
+            else:
+                return
+
+    async def end_unattended(
+        self,
+        task: TaskRecord,
+        *,
+        status: TaskState,
+        error_code: ErrorCode,
+        message: str,
+    ) -> bool:
+        """Ends a run that no process runs, with the closing events its stream never got."""
+        now = utc_now()
+        closing: list[ChainFailedEvent | DoneEvent] = [
+            ChainFailedEvent(
+                task_id=str(task.id),
+                chain_id=task.chain_id,
+                timestamp=now,
+                error_code=error_code,
+                error_message=message,
+                metrics=task.usage,
+            ),
+            DoneEvent(
+                task_id=str(task.id), chain_id=task.chain_id, timestamp=now, final_state=status
+            ),
+        ]
+        rows = [
+            {
+                "task_id": task.id,
+                "seq": task.last_seq + offset,
+                "tenant_id": task.tenant_id,
+                "type": event.type,
+                "data": RawJSON(event.model_dump_json()),
+            }
+            for offset, event in enumerate(closing, start=1)
+        ]
+        return await self._log.end_unattended(
+            task, rows, status=status, error_code=error_code, message=message, at=now
+        )

@@ -1,0 +1,69 @@
+"""What a client submits."""
+
+from decimal import Decimal
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.tools.models import TOOL_NAME_PATTERN
+
+MAX_INPUT_CHARS = 200_000
+
+ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+
+
+class ChatMessage(BaseModel):
+    """A chat message in OpenAI format; extra fields (`tool_calls`, `name`...) pass through."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = Field(default=None, max_length=MAX_INPUT_CHARS)
+
+
+class TaskBudget(BaseModel):
+    """Hard limits of one task; a run that would cross one ends `budget_exceeded`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_cost_usd: Decimal | None = Field(default=None, gt=0, max_digits=24, decimal_places=12)
+    max_tokens: int | None = Field(default=None, gt=0)
+    max_llm_calls: int | None = Field(default=None, gt=0)
+    max_steps: int | None = Field(default=None, gt=0)
+    max_duration_s: float | None = Field(default=None, gt=0, le=86_400)
+
+
+class TaskSubmission(BaseModel):
+    """A task: a text `input` or chat `messages`, and optionally how it may run."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"input": "What is 17 * 23 + 4?"}]},
+    )
+
+    input: str | None = Field(default=None, min_length=1, max_length=MAX_INPUT_CHARS)
+    messages: list[ChatMessage] | None = Field(default=None, min_length=1, max_length=500)
+    model: str | None = Field(
+        default=None, min_length=1, max_length=255, description="Default: the service's."
+    )
+    tools: list[ToolName] | None = Field(
+        default=None,
+        max_length=64,
+        description="Tools the agent may use (default: every tool).",
+    )
+    budget: TaskBudget | None = None
+    metadata: dict[str, Any] = Field(
+        default_factory=dict, description="Kept with the task and returned as is."
+    )
+
+    @model_validator(mode="after")
+    def _one_input(self) -> Self:
+        if (self.input is None) == (self.messages is None):
+            raise ValueError("give either `input` or `messages`, not both or neither")
+        return self
+
+    @model_validator(mode="after")
+    def _tools_once(self) -> Self:
+        if self.tools is not None and len(set(self.tools)) != len(self.tools):
+            raise ValueError("`tools` lists a tool twice")
+        return self

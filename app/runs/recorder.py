@@ -1,0 +1,154 @@
+"""Turns a run's events into the rows that record them and the stream events that announce
+them. A step is serialized once: the same JSON text is stored and streamed."""
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from app.chain import (
+    ChainCompletedEvent,
+    ChainEvent,
+    ChainFailedEvent,
+    ChainStatus,
+    DoneEvent,
+    ReasoningChain,
+    ReasoningStepEvent,
+    TaskState,
+    TaskStatusEvent,
+)
+from app.runs.channel import StreamEvent
+from app.storage.records import StoredEvent, StoredStep
+from app.storage.run_log import RunWrite
+from app.storage.types import RawJSON
+from app.tools.recording import CostRecord
+
+
+def step_event_data(
+    task_id: UUID | str, chain_id: UUID, timestamp: datetime, step: str, metrics: str
+) -> str:
+    """The `reasoning_step` event's JSON (the fields of `ReasoningStepEvent`, in its order)
+    around already-serialized step and metrics."""
+    stamp = timestamp.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return (
+        f'{{"task_id":{json.dumps(str(task_id))},"chain_id":"{chain_id}",'
+        f'"timestamp":"{stamp}","type":"reasoning_step","step":{step},"metrics":{metrics}}}'
+    )
+
+
+def stream_event(task_id: UUID, chain_id: UUID, stored: StoredEvent | StoredStep) -> StreamEvent:
+    """A stored event as it streamed live."""
+    if isinstance(stored, StoredStep):
+        data = step_event_data(task_id, chain_id, stored.timestamp, stored.step, stored.metrics)
+        return StreamEvent(stored.seq, "reasoning_step", data)
+    return StreamEvent(stored.seq, stored.type, stored.data)
+
+
+class RunRecorder:
+    """Numbers one run's events (the stream's gap-free `seq`) and builds each batch's write."""
+
+    def __init__(self, task_id: UUID, tenant_id: str, chain: ReasoningChain) -> None:
+        self.task_id = task_id
+        self.tenant_id = tenant_id
+        self.chain = chain
+        self.last_seq = 0
+        self._final_answer: str | None = None
+
+    def record(
+        self, batch: list[ChainEvent], costs: list[CostRecord]
+    ) -> tuple[RunWrite, list[StreamEvent]]:
+        write = RunWrite(self.task_id, self.chain.id, self.last_seq)
+        published: list[StreamEvent] = []
+        latest_metrics: str | None = None
+        for event in batch:
+            self.last_seq += 1
+            seq = self.last_seq
+            if isinstance(event, ReasoningStepEvent):
+                step_json = event.step.model_dump_json()
+                latest_metrics = event.metrics.model_dump_json()
+                write.steps.append(self._step_row(seq, event, step_json, latest_metrics))
+                data = step_event_data(
+                    self.task_id, self.chain.id, event.timestamp, step_json, latest_metrics
+                )
+                if event.step.synthesis is not None:
+                    self._final_answer = event.step.synthesis.conclusion
+            else:
+                data = event.model_dump_json()
+                write.events.append(
+                    {
+                        "task_id": self.task_id,
+                        "seq": seq,
+                        "tenant_id": self.tenant_id,
+                        "type": event.type,
+                        "data": RawJSON(data),
+                    }
+                )
+                self._apply(event, write)
+            published.append(StreamEvent(seq, event.type, data))
+        if latest_metrics is not None and "metrics" not in write.chain_changes:
+            write.chain_changes["metrics"] = RawJSON(latest_metrics)
+        write.costs = [self._cost_row(record) for record in costs]
+        write.last_seq = self.last_seq
+        return write, published
+
+    def _apply(self, event: ChainEvent, write: RunWrite) -> None:
+        if isinstance(event, TaskStatusEvent):
+            write.task_changes["status"] = event.state
+            if event.state is TaskState.WORKING:
+                write.task_changes["started_at"] = event.timestamp
+                write.chain_changes["status"] = ChainStatus.THINKING
+        elif isinstance(event, ChainCompletedEvent | ChainFailedEvent):
+            chain = self.chain
+            write.chain_changes.update(
+                status=chain.status,
+                metrics=RawJSON(event.metrics.model_dump_json()),
+                error_code=chain.error_code,
+                error_message=chain.error_message,
+                completed_at=chain.completed_at,
+            )
+            write.task_changes.update(
+                final_answer=self._final_answer if chain.status is ChainStatus.COMPLETED else None,
+                error_code=chain.error_code,
+                error_message=chain.error_message,
+            )
+        elif isinstance(event, DoneEvent):
+            write.task_changes.update(status=event.final_state, finished_at=event.timestamp)
+
+    def _step_row(
+        self, seq: int, event: ReasoningStepEvent, step_json: str, metrics_json: str
+    ) -> dict[str, Any]:
+        step = event.step
+        tool_name = step.tool_call.tool_name if step.tool_call is not None else None
+        return {
+            "chain_id": self.chain.id,
+            "step_number": step.step_number,
+            "id": step.id,
+            "tenant_id": self.tenant_id,
+            "seq": seq,
+            "type": step.type,
+            "tool_name": tool_name,
+            "visibility": step.visibility.level,
+            "timestamp": step.timestamp,
+            "data": RawJSON(step_json),
+            "metrics": RawJSON(metrics_json),
+        }
+
+    def _cost_row(self, record: CostRecord) -> dict[str, Any]:
+        return {
+            "tenant_id": record.tenant_id or self.tenant_id,
+            "user_id": record.user_id,
+            "task_id": self.task_id,
+            "chain_id": record.chain_id,
+            "step_id": record.step_id,
+            "correlation_id": record.correlation_id,
+            "tool_name": record.tool_name,
+            "tool_type": record.tool_type,
+            "model": record.model,
+            "deployment": record.deployment,
+            "provider": record.provider,
+            "input_tokens": record.input_tokens,
+            "output_tokens": record.output_tokens,
+            "cost_usd": record.cost_usd,
+            "unpriced": record.unpriced,
+            "recorded_at": record.recorded_at,
+        }

@@ -1,0 +1,63 @@
+"""The async engine: one per process, created at start-up, disposed at shutdown."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from app.storage.types import dump_json
+
+
+class Database:
+    """Postgres through asyncpg, or SQLite through aiosqlite, behind the same calls.
+
+    `transaction()` is the unit of work: it commits when the block ends and rolls back when it
+    raises. SQLite allows one writer at a time, so its pool holds a single connection and
+    transactions queue for it instead of failing with "database is locked".
+    """
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url = make_url(url)
+        options: dict[str, Any] = {"json_serializer": dump_json}
+        if self.is_sqlite:
+            database = self.url.database
+            if database and database != ":memory:":
+                Path(database).parent.mkdir(parents=True, exist_ok=True)
+            options.update(pool_size=1, max_overflow=0, pool_timeout=60)
+        else:
+            options.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+        self.engine: AsyncEngine = create_async_engine(self.url, **options)
+        if self.is_sqlite:
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.get_backend_name() == "sqlite"
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        async with self.engine.begin() as connection:
+            yield connection
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads only; nothing it does is committed."""
+        async with self.engine.connect() as connection:
+            yield connection
+
+    async def dispose(self) -> None:
+        await self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()

@@ -1,0 +1,54 @@
+"""Keyset pagination: an opaque cursor of (timestamp, id), newest first."""
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, TypeVar
+from uuid import UUID
+
+from sqlalchemy import ColumnElement, and_, or_
+from sqlalchemy.sql.elements import KeyedColumnElement
+
+T = TypeVar("T")
+
+MAX_PAGE_SIZE = 200
+
+
+class InvalidCursor(ValueError):
+    """A cursor this service did not issue."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    at: datetime
+    id: UUID
+
+    def encode(self) -> str:
+        raw = json.dumps([self.at.isoformat(), str(self.id)]).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str) -> "Cursor":
+        try:
+            padded = text + "=" * (-len(text) % 4)
+            at, id_ = json.loads(base64.urlsafe_b64decode(padded.encode()))
+            cursor = cls(datetime.fromisoformat(at), UUID(id_))
+        except (ValueError, TypeError, binascii.Error) as exc:
+            raise InvalidCursor("the cursor is not one this service issued") from exc
+        if cursor.at.tzinfo is None:
+            raise InvalidCursor("the cursor is not one this service issued")
+        return cursor
+
+    def before(
+        self, at_column: KeyedColumnElement[datetime], id_column: KeyedColumnElement[UUID]
+    ) -> ColumnElement[bool]:
+        """Rows after this cursor in newest-first order."""
+        return or_(at_column < self.at, and_(at_column == self.at, id_column < self.id))
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    next_cursor: str | None

@@ -1,0 +1,153 @@
+"""The write side of runs: a task's rows, then its steps, events and costs as they happen."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import Text, cast, insert, select, update
+
+from app.chain import ChainStatus, ErrorCode, TaskState
+from app.storage.database import Database
+from app.storage.records import StoredEvent, StoredStep, TaskRecord
+from app.storage.tables import (
+    cost_records,
+    reasoning_chains,
+    reasoning_steps,
+    task_events,
+    tasks,
+)
+
+_UNFINISHED = (TaskState.SUBMITTED, TaskState.WORKING)
+
+
+@dataclass(slots=True)
+class RunWrite:
+    """Everything one batch of a run's events changes, written in one transaction."""
+
+    task_id: UUID
+    chain_id: UUID
+    last_seq: int
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    costs: list[dict[str, Any]] = field(default_factory=list)
+    task_changes: dict[str, Any] = field(default_factory=dict)
+    chain_changes: dict[str, Any] = field(default_factory=dict)
+
+
+class RunLog:
+    """Writes runs. A run writes only its own task's rows, so statements are keyed by task
+    and chain ids; reads for callers go through the tenant-scoped repositories."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    async def create(self, task: dict[str, Any], chain: dict[str, Any]) -> None:
+        async with self._database.transaction() as connection:
+            await connection.execute(insert(tasks), [task])
+            await connection.execute(insert(reasoning_chains), [chain])
+
+    async def append(self, write: RunWrite) -> None:
+        async with self._database.transaction() as connection:
+            if write.steps:
+                await connection.execute(insert(reasoning_steps), write.steps)
+            if write.events:
+                await connection.execute(insert(task_events), write.events)
+            if write.costs:
+                await connection.execute(insert(cost_records), write.costs)
+            if write.chain_changes:
+                await connection.execute(
+                    update(reasoning_chains)
+                    .where(reasoning_chains.c.id == write.chain_id)
+                    .values(write.chain_changes)
+                )
+            await connection.execute(
+                update(tasks)
+                .where(tasks.c.id == write.task_id)
+                .values(last_seq=write.last_seq, **write.task_changes)
+            )
+
+    async def orphans(self, runner_id: str) -> list[TaskRecord]:
+        """Unfinished runs not owned by `runner_id` (this process)."""
+        statement = (
+            select(tasks, reasoning_chains.c.metrics.label("usage"))
+            .join(reasoning_chains, reasoning_chains.c.id == tasks.c.chain_id)
+            .where(tasks.c.status.in_(_UNFINISHED))
+            .where((tasks.c.runner_id != runner_id) | tasks.c.runner_id.is_(None))
+        )
+        async with self._database.read() as connection:
+            rows = (await connection.execute(statement)).all()
+        return [TaskRecord.model_validate(row._mapping) for row in rows]
+
+    async def end_unattended(
+        self,
+        task: TaskRecord,
+        events: list[dict[str, Any]],
+        *,
+        status: TaskState,
+        error_code: ErrorCode,
+        message: str,
+        at: datetime,
+    ) -> bool:
+        """Ends a run no process is running (its own is gone) with its closing events;
+        False when it was no longer unfinished (someone else ended it first)."""
+        async with self._database.transaction() as connection:
+            result = await connection.execute(
+                update(tasks)
+                .where(tasks.c.id == task.id, tasks.c.last_seq == task.last_seq)
+                .where(tasks.c.status.in_(_UNFINISHED))
+                .values(
+                    status=status,
+                    error_code=error_code,
+                    error_message=message,
+                    finished_at=at,
+                    last_seq=task.last_seq + len(events),
+                )
+            )
+            if result.rowcount != 1:
+                return False
+            await connection.execute(
+                update(reasoning_chains)
+                .where(reasoning_chains.c.id == task.chain_id)
+                .values(
+                    status=ChainStatus.CANCELLED
+                    if status is TaskState.CANCELLED
+                    else ChainStatus.FAILED,
+                    error_code=error_code,
+                    error_message=message,
+                    completed_at=at,
+                )
+            )
+            await connection.execute(insert(task_events), events)
+        return True
+
+    async def replay(
+        self, tenant_id: str, task_id: UUID, chain_id: UUID, *, after: int, limit: int
+    ) -> list[StoredEvent | StoredStep]:
+        """Stored events of a task's stream with `seq > after`, in order, at most `limit`;
+        the caller's tenant scopes the read."""
+        e, s = task_events.c, reasoning_steps.c
+        events = (
+            select(e.seq, e.type, cast(e.data, Text).label("data"))
+            .where(e.tenant_id == tenant_id, e.task_id == task_id, e.seq > after)
+            .order_by(e.seq)
+            .limit(limit)
+        )
+        steps = (
+            select(s.seq, s.timestamp, cast(s.data, Text).label("step"), cast(s.metrics, Text))
+            .where(s.tenant_id == tenant_id, s.chain_id == chain_id, s.seq > after)
+            .order_by(s.seq)
+            .limit(limit)
+        )
+        async with self._database.read() as connection:
+            event_rows = (await connection.execute(events)).all()
+            step_rows = (await connection.execute(steps)).all()
+        stored: list[StoredEvent | StoredStep] = [
+            StoredEvent(seq=row[0], type=row[1], data=row[2]) for row in event_rows
+        ]
+        stored.extend(
+            StoredStep(seq=row[0], timestamp=row[1], step=row[2], metrics=row[3])
+            for row in step_rows
+        )
+        stored.sort(key=lambda item: item.seq)
+        return stored[:limit]

@@ -1,0 +1,65 @@
+"""Helpers for API tests: scripted tasks, streams read to the end, problem assertions."""
+
+from decimal import Decimal
+from typing import Any
+
+import httpx
+
+from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
+from tests.service import INPUT_PRICE, MODEL, OUTPUT_PRICE
+from tests.sse import SSE, collect
+
+PROBLEM = "application/problem+json"
+
+
+def script_two_tool_task(fake: FakeLLMServer, *, answer_delay_s: float = 0.0) -> None:
+    """The model calls the calculator, then current_time, then answers."""
+    fake.script(
+        MODEL,
+        Reply.tool_calls(
+            [ToolCall("calculator", {"expression": "17 * 23 + 4"}, id="c1")],
+            prompt_tokens=100,
+            completion_tokens=20,
+        ),
+        Reply.tool_calls(
+            [ToolCall("current_time", {"timezone": "Asia/Tokyo"}, id="c2")],
+            prompt_tokens=150,
+            completion_tokens=25,
+        ),
+        Reply.text(
+            "17 * 23 + 4 = 395.", prompt_tokens=200, completion_tokens=30, delay_s=answer_delay_s
+        ),
+    )
+
+
+def cost_of(prompt_tokens: int, completion_tokens: int) -> Decimal:
+    return Decimal(INPUT_PRICE) * prompt_tokens + Decimal(OUTPUT_PRICE) * completion_tokens
+
+
+TWO_TOOL_TASK_COST = cost_of(100, 20) + cost_of(150, 25) + cost_of(200, 30)
+
+
+async def submit(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
+    response = await client.post("/api/v1/tasks", json={"input": "What is 17 * 23 + 4?", **body})
+    assert response.status_code == 202, response.text
+    accepted: dict[str, Any] = response.json()
+    return accepted
+
+
+async def stream(client: httpx.AsyncClient, task_id: str, **headers: str) -> list[SSE]:
+    """The task's stream from the start (or where the headers say) to its end."""
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events", headers=headers) as r:
+        assert r.status_code == 200, await r.aread()
+        assert r.headers["content-type"].startswith("text/event-stream")
+        return await collect(r)
+
+
+def assert_problem(response: httpx.Response, status: int, type_slug: str) -> dict[str, Any]:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == PROBLEM
+    body: dict[str, Any] = response.json()
+    assert body["type"] == f"https://omniforge.dev/problems/{type_slug}"
+    assert body["status"] == status
+    assert body["title"]
+    assert body["detail"]
+    return body

@@ -1,0 +1,134 @@
+"""The service under test: the real app on a real uvicorn on 127.0.0.1, its database built by
+the migrations, its models served by the fake LLM server."""
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+
+from app.api import create_app
+from app.api.state import AppState
+from app.config import Settings
+from app.security import mint_token
+from tests.factories import fake_deployment, write_model_list
+from tests.fakes.openai_server import FakeLLMServer
+
+JWT_SECRET = "test-secret-" + "x" * 40
+MODEL = "fake-model"
+# Prices (USD per token) of MODEL, as the model list states them.
+INPUT_PRICE = "0.000001"
+OUTPUT_PRICE = "0.000002"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn that says when it is serving, instead of being polled."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.ready = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.ready.set()
+
+
+@asynccontextmanager
+async def serve(app: FastAPI) -> AsyncIterator[str]:
+    """Serves `app` on a free port of 127.0.0.1 until the block ends; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(2048)
+    port = sock.getsockname()[1]
+    server = _Server(
+        uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2, backlog=2048
+        )
+    )
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    ready = asyncio.create_task(server.ready.wait())
+    await asyncio.wait([serving, ready], return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        ready.cancel()
+        await serving
+        raise RuntimeError("the service did not start")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await serving
+        sock.close()
+
+
+def service_settings(
+    directory: Path, database_url: str, fake_llm: FakeLLMServer, **overrides: Any
+) -> Settings:
+    models = write_model_list(
+        directory,
+        [
+            fake_deployment(
+                fake_llm,
+                MODEL,
+                input_cost=INPUT_PRICE,
+                output_cost=OUTPUT_PRICE,
+                native_tools=True,
+            )
+        ],
+    )
+    values: dict[str, Any] = {
+        "env": "development",
+        "data_dir": directory,
+        "database_url": database_url,
+        "jwt_secret": JWT_SECRET,
+        "models_file": models,
+        "default_model": MODEL,
+        "llm_max_attempts": 1,
+        "shutdown_grace_s": 2.0,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+@dataclass
+class Service:
+    """A running service and what tests need to talk to it."""
+
+    base_url: str
+    app: FastAPI
+    settings: Settings
+    fake_llm: FakeLLMServer
+
+    @property
+    def state(self) -> AppState:
+        state: AppState = self.app.state.omniforge
+        return state
+
+    def token(
+        self,
+        tenant: str,
+        sub: str = "alice",
+        roles: Sequence[str] = ("member",),
+        ttl: timedelta = timedelta(minutes=10),
+    ) -> str:
+        return mint_token(JWT_SECRET, tenant_id=tenant, subject=sub, roles=roles, ttl=ttl)
+
+    def client(self, tenant: str | None = None, **token: Any) -> httpx.AsyncClient:
+        headers = {}
+        if tenant is not None:
+            headers["Authorization"] = f"Bearer {self.token(tenant, **token)}"
+        return httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=30)
+
+
+@asynccontextmanager
+async def running_service(settings: Settings, fake_llm: FakeLLMServer) -> AsyncIterator[Service]:
+    app = create_app(settings)
+    async with serve(app) as base_url:
+        yield Service(base_url, app, settings, fake_llm)
