@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import TextIO
 from uuid import UUID
 
@@ -114,7 +115,24 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-_SERVICE_COMMANDS = {"serve": _serve, "migrate": _migrate, "token": _token}
+def _openapi(args: argparse.Namespace, settings: Settings) -> int:
+    from app.api.openapi import openapi_json
+
+    document = openapi_json(settings)
+    if args.output is None:
+        sys.stdout.write(document)
+    else:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(document, encoding="utf-8")
+    return EXIT_OK
+
+
+_SERVICE_COMMANDS = {
+    "serve": _serve,
+    "migrate": _migrate,
+    "token": _token,
+    "openapi": _openapi,
+}
 
 
 def _duration(text: str) -> timedelta:
@@ -150,6 +168,8 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("--sub", required=True, help="the user id (`sub` claim)")
     token.add_argument("--roles", default="member", help="comma-separated roles")
     token.add_argument("--ttl", default="1h", type=_duration, help="lifetime: 90s, 30m, 12h, 7d")
+    openapi = commands.add_parser("openapi", help="print the API's OpenAPI document")
+    openapi.add_argument("--output", type=Path, help="write it here (openapi/openapi.json)")
     tools = commands.add_parser("tools", help="list the tools with their JSON schemas")
     tools.add_argument("--json", action="store_true", help="print OpenAI-style tool specs")
     models = commands.add_parser("models", help="list the configured models and prices")

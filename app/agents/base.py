@@ -1,6 +1,7 @@
 """CoTAgent: runs `reason(task, engine)` and turns the chain into the stream of events."""
 
 import asyncio
+import contextlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
@@ -111,9 +112,10 @@ class AgentRun:
     async def events(self) -> AsyncIterator[ChainEvent]:
         """Every event of the run, in order, the moment it exists; ends after `done`. A reader
         that stops early cancels the run."""
-        async for batch in self.event_batches():
-            for event in batch:
-                yield event
+        async with contextlib.aclosing(self.event_batches()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
 
     async def event_batches(self) -> AsyncIterator[list[ChainEvent]]:
         """The same events, in batches of whatever has accumulated since the last read (at

@@ -10,6 +10,7 @@ from app.agents import AgentRuntime
 from app.api import health
 from app.api.chains.router import router as chains_router
 from app.api.errors import install_error_handlers
+from app.api.openapi import install_openapi
 from app.api.state import AppState
 from app.api.tasks.router import router as tasks_router
 from app.config import Settings
@@ -66,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings or Settings()
     install_error_handlers(app)
+    install_openapi(app)
     app.include_router(health.router)
     app.include_router(tasks_router)
     app.include_router(chains_router)

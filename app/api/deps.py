@@ -26,7 +26,7 @@ def _principal(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     if credentials is None:
-        raise AuthenticationFailed("a bearer token is required")
+        raise AuthenticationFailed("a bearer token is required", token_given=False)
     return state.verifier.verify(credentials.credentials)
 
 

@@ -100,14 +100,10 @@ def _as_api_error(exc: Exception) -> ApiError | None:
         case ApiError():
             return exc
         case AuthenticationFailed():
-            return ApiError(
-                UNAUTHORIZED,
-                exc.reason,
-                headers={
-                    "WWW-Authenticate": f'Bearer error="invalid_token", '
-                    f'error_description="{exc.reason}"'
-                },
-            )
+            challenge = 'Bearer realm="omniforge"'
+            if exc.token_given:  # RFC 6750: no error code when no token was sent
+                challenge += f', error="invalid_token", error_description="{exc.reason}"'
+            return ApiError(UNAUTHORIZED, exc.reason, headers={"WWW-Authenticate": challenge})
         case NotFound():
             return ApiError(NOT_FOUND, str(exc))
         case TaskAlreadyFinished():

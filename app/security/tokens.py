@@ -16,9 +16,10 @@ _MAX_ID_CHARS = {"sub": 255, "tenant_id": 64}
 class AuthenticationFailed(Exception):
     """The request carries no usable credentials; `reason` is safe to show the caller."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, *, token_given: bool = True) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.token_given = token_given
 
 
 class TokenVerifier:

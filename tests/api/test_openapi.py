@@ -1,0 +1,45 @@
+"""The committed OpenAPI document is the app's, and documents every route's errors."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from app.api.errors import PROBLEM_JSON
+from app.api.openapi import openapi_json
+
+COMMITTED = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
+
+
+def _operations() -> list[tuple[str, str, dict[str, Any]]]:
+    document = json.loads(COMMITTED.read_text(encoding="utf-8"))
+    return [
+        (method, path, operation)
+        for path, operations in document["paths"].items()
+        for method, operation in operations.items()
+    ]
+
+
+def test_the_committed_document_is_what_the_app_generates() -> None:
+    assert COMMITTED.read_text(encoding="utf-8") == openapi_json(), (
+        "openapi/openapi.json is stale: run `omniforge openapi --output openapi/openapi.json`"
+    )
+
+
+def test_every_api_route_documents_its_errors_as_problem_details() -> None:
+    api = [(m, p, op) for m, p, op in _operations() if p.startswith("/api/v1/")]
+    assert len(api) == 9
+    for method, path, operation in api:
+        responses = operation["responses"]
+        assert {"401", "422"} <= responses.keys(), (method, path)
+        if "{" in path:
+            assert "404" in responses, (method, path)
+        for status, response in responses.items():
+            if int(status) >= 400:
+                assert list(response["content"]) == [PROBLEM_JSON], (method, path, status)
+        assert operation["security"] == [{"HTTPBearer": []}], (method, path)
+
+
+def test_health_routes_need_no_token() -> None:
+    health = {p: op for m, p, op in _operations() if not p.startswith("/api/")}
+    assert set(health) == {"/healthz", "/readyz"}
+    assert all("security" not in operation for operation in health.values())

@@ -1,0 +1,122 @@
+"""A server killed mid-run (SIGKILL, a real process): what it streamed is in the database, and
+the next start marks the run failed / interrupted, with a stream that ends properly."""
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+
+from app.chain import ReasoningStep
+from tests.api.helpers import stream, submit
+from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
+from tests.service import MODEL, running_service, service_settings
+from tests.sse import read_sse
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def server_process(
+    env: dict[str, str], port: int
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    """`omniforge serve` in a process of its own; yields once it accepts requests."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "app.cli",
+        "serve",
+        "--port",
+        str(port),
+        env={**os.environ, **env},
+        stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stderr is not None
+    output = []
+    while True:
+        line = (await process.stderr.readline()).decode()
+        output.append(line)
+        if not line:
+            raise AssertionError("the server exited before it started:\n" + "".join(output))
+        if "Application startup complete" in line:
+            break
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        await process.wait()
+
+
+async def test_a_killed_server_leaves_its_streamed_steps_and_the_run_ends_interrupted(
+    database_url: str, fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    fake_llm.script(
+        MODEL,
+        Reply.tool_calls([ToolCall("calculator", {"expression": "6 * 7"})]),
+        Reply.text("never sent", delay_s=30),
+    )
+    settings = service_settings(tmp_path, database_url, fake_llm)
+    env = {
+        "OMNIFORGE_DATABASE_URL": database_url,
+        "OMNIFORGE_DATA_DIR": str(tmp_path),
+        "OMNIFORGE_JWT_SECRET": settings.resolved_jwt_secret(),
+        "OMNIFORGE_MODELS_FILE": str(settings.models_file),
+        "OMNIFORGE_DEFAULT_MODEL": MODEL,
+        "OMNIFORGE_LLM_MAX_ATTEMPTS": "1",
+    }
+    port = _free_port()
+    tenant = "t-killed"
+    async with running_service(settings, fake_llm) as probe:
+        token = probe.token(tenant)  # same secret as the process
+    headers = {"Authorization": f"Bearer {token}"}
+    streamed = []
+    base_url = f"http://127.0.0.1:{port}"
+    async with (
+        server_process(env, port) as process,
+        httpx.AsyncClient(base_url=base_url, headers=headers) as c,
+    ):
+        task_id = (await submit(c))["task_id"]
+        async with c.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
+            async for event in read_sse(response):
+                streamed.append(event)
+                # llm call + result, calculator call + result, then the 2nd llm call
+                if len(streamed) == 7:
+                    break
+        await fake_llm.wait_for_requests(2)
+        process.send_signal(signal.SIGKILL)
+        await process.wait()
+
+    async with running_service(settings, fake_llm) as restarted, restarted.client(tenant) as c:
+        task = (await c.get(f"/api/v1/tasks/{task_id}")).json()
+        chain = (await c.get(f"/api/v1/tasks/{task_id}/chain")).json()
+        replay = await stream(c, task_id)
+
+    streamed_steps = [
+        ReasoningStep.model_validate(e.json["step"])
+        for e in streamed
+        if e.event == "reasoning_step"
+    ]
+    assert len(streamed_steps) == 5
+    stored = [ReasoningStep.model_validate(step) for step in chain["steps"]]
+    assert stored[: len(streamed_steps)] == streamed_steps
+    assert task["status"] == "failed"
+    assert task["error_code"] == "interrupted"
+    assert chain["status"] == "failed"
+    assert chain["error_code"] == "interrupted"
+    assert [e.id for e in replay] == list(range(1, len(replay) + 1))
+    assert [e.event for e in replay[-2:]] == ["chain_failed", "done"]
+    assert replay[-2].json["error_code"] == "interrupted"
+    assert replay[-1].json["final_state"] == "failed"
+    assert [e.json for e in replay[: len(streamed)]] == [e.json for e in streamed]
