@@ -1,6 +1,9 @@
 """The one settings object: every knob is an `OMNIFORGE_*` environment variable."""
 
+import contextlib
+import os
 import secrets
+import tempfile
 from pathlib import Path
 from typing import Literal, Self
 
@@ -109,8 +112,17 @@ class Settings(BaseSettings):
         if self.env != "development":
             raise InsecureSettings("OMNIFORGE_JWT_SECRET is required outside development")
         path = self.data_dir / _DEV_SECRET_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(secrets.token_urlsafe(48), encoding="utf-8")
-            path.chmod(0o600)
+            # Written whole to a private temporary file, then linked into place atomically:
+            # never readable by others, never half-written; of two processes starting at
+            # once, one wins and both read its secret.
+            fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".jwt-secret-")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as file:
+                    file.write(secrets.token_urlsafe(48))
+                with contextlib.suppress(FileExistsError):
+                    os.link(temporary, path)
+            finally:
+                os.unlink(temporary)
         return path.read_text(encoding="utf-8").strip()

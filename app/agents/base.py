@@ -4,7 +4,7 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import ClassVar
 
 from app.agents.engine import ReasoningEngine
@@ -117,7 +117,7 @@ class AgentRun:
                 for event in batch:
                     yield event
 
-    async def event_batches(self) -> AsyncIterator[list[ChainEvent]]:
+    async def event_batches(self) -> AsyncGenerator[list[ChainEvent], None]:
         """The same events, in batches of whatever has accumulated since the last read (at
         least one), so a slower reader such as a database writer catches up in one go."""
         try:

@@ -8,6 +8,7 @@ from fastapi import FastAPI
 
 from app.agents import AgentRuntime
 from app.api import health
+from app.api.auth import BearerAuthentication
 from app.api.chains.router import router as chains_router
 from app.api.errors import install_error_handlers
 from app.api.openapi import install_openapi
@@ -34,6 +35,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         runs = RunManager(run_log)
         runtime = AgentRuntime.build(settings, recorder=runs)
         runs.attach(runtime)
+        await runtime.gateway.warm_up()
         revision = await current_revision(database)
         if revision == head_revision():
             await runs.recover()
@@ -68,6 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings or Settings()
     install_error_handlers(app)
     install_openapi(app)
+    app.add_middleware(BearerAuthentication)
     app.include_router(health.router)
     app.include_router(tasks_router)
     app.include_router(chains_router)

@@ -7,6 +7,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.api.auth import PRINCIPAL_KEY
 from app.api.state import AppState
 from app.security import AuthenticationFailed, Principal
 
@@ -22,12 +23,14 @@ State = Annotated[AppState, Depends(_state)]
 
 
 def _principal(
-    state: State,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    request: Request,
+    # Documents the scheme in OpenAPI; `BearerAuthentication` has verified the token already.
+    _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    if credentials is None:
+    principal = getattr(request.state, PRINCIPAL_KEY, None)
+    if not isinstance(principal, Principal):
         raise AuthenticationFailed("a bearer token is required", token_given=False)
-    return state.verifier.verify(credentials.credentials)
+    return principal
 
 
 CurrentPrincipal = Annotated[Principal, Depends(_principal)]

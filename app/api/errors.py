@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from app.runs.errors import InvalidSubmission, NotFound, TaskAlreadyFinished
 from app.security import AuthenticationFailed
@@ -119,11 +120,18 @@ def _as_api_error(exc: Exception) -> ApiError | None:
     return None
 
 
-async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
+def error_response(exc: Exception) -> JSONResponse:
+    """The problem response of a mapped error (see `_as_api_error`)."""
     error = _as_api_error(exc)
     if error is None:
-        return await _unexpected(request, exc)
+        raise TypeError(f"{type(exc).__name__} is not a mapped error")
     return problem_response(error.problem, error.detail, errors=error.errors, headers=error.headers)
+
+
+async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
+    if _as_api_error(exc) is None:
+        return await _unexpected(request, exc)
+    return error_response(exc)
 
 
 async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
@@ -143,9 +151,26 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     detail = exc.detail if isinstance(exc.detail, str) else problem.title
     if exc.status_code == 404:
         detail = f"no such resource: {request.url.path}"
-    elif exc.status_code == 405:
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
         detail = f"{request.method} is not allowed on {request.url.path}"
-    return problem_response(problem, detail, headers=dict(exc.headers or {}))
+        headers["Allow"] = ", ".join(_allowed_methods(request))
+    return problem_response(problem, detail, headers=headers)
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route of this path takes (Starlette names only the first route's)."""
+    routes = request.app.router.routes
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

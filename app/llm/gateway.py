@@ -104,6 +104,13 @@ class LLMGateway:
         """True when every deployment of the model can take OpenAI-style tools."""
         return all(d.supports_tools for d in self.deployments(model))
 
+    async def warm_up(self) -> None:
+        """Runs one call on the in-process demo model, so LiteLLM's lazily loaded code and
+        tokenizer are ready before the first task (that first call costs up to a second)."""
+        await self.complete(
+            LLMRequest(model=DEMO_MODEL, messages=[{"role": "user", "content": "Say ok."}])
+        )
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
         kwargs = self._call_kwargs(request)
         with tracking_attempts() as attempts:

@@ -2,6 +2,7 @@
 happen, publishes them once stored, and owns cancellation and recovery."""
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from uuid import UUID, uuid4
@@ -190,11 +191,13 @@ class RunManager:
 
     async def _record(self, live: _LiveRun) -> None:
         try:
-            async for batch in live.run.event_batches():
-                costs, live.costs = live.costs, []
-                write, events = live.recorder.record(batch, costs)
-                await self._append(write)
-                live.channel.publish(events)
+            # aclosing: if storing fails, closing the batches stops the run at once.
+            async with contextlib.aclosing(live.run.event_batches()) as batches:
+                async for batch in batches:
+                    costs, live.costs = live.costs, []
+                    write, events = live.recorder.record(batch, costs)
+                    await self._append(write)
+                    live.channel.publish(events)
         except Exception:
             logger.exception("recording task %s failed; its run was stopped", live.task_id)
         finally:

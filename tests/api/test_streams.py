@@ -140,3 +140,20 @@ async def test_every_subscriber_gets_every_event_and_leaving_cancels_nothing(
     for events in streams:
         assert [e.id for e in events] == list(range(1, len(events) + 1))
         assert events[-1].json["final_state"] == "completed"
+
+
+async def test_a_client_that_has_every_event_of_a_finished_task_gets_204(
+    service: Service, tenant: str
+) -> None:
+    script_two_tool_task(service.fake_llm)
+    async with service.client(tenant) as client:
+        task_id = (await submit(client))["task_id"]
+        events = await stream(client, task_id)
+        response = await client.get(
+            f"/api/v1/tasks/{task_id}/events", headers={"Last-Event-ID": str(events[-1].id)}
+        )
+        one_before = await stream(client, task_id, **{"Last-Event-ID": str(events[-2].id)})
+    # 204 is what makes an EventSource stop reconnecting.
+    assert response.status_code == 204
+    assert response.content == b""
+    assert [e.event for e in one_before] == ["done"]

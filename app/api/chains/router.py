@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Response
 from app.api.chains.schemas import ChainOut, ChainPage, ChainSummary, StepPage, with_steps
 from app.api.deps import CurrentPrincipal, ReadConnection
 from app.api.errors import problems
+from app.api.tasks.service import MAX_SEQ
 from app.chain import ChainStatus
 from app.runs.errors import NotFound
 from app.security import Principal
@@ -61,7 +62,7 @@ async def get_chain_steps(
     chain_id: UUID,
     principal: CurrentPrincipal,
     connection: ReadConnection,
-    after: Annotated[int, Query(ge=0, description="Steps after this step number.")] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Steps after this step number.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_STEPS_PAGE)] = 100,
 ) -> Response:
     chains = ChainRepository(connection, principal.tenant_id)

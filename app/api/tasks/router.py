@@ -10,7 +10,7 @@ from app.api.deps import CurrentPrincipal, ReadConnection, State
 from app.api.errors import problems
 from app.api.sse import EVENT_STREAM, EventStreamResponse
 from app.api.tasks.schemas import TaskAccepted, TaskOut, TaskPage, stream_url
-from app.api.tasks.service import cancel_task, find_task, stream_position
+from app.api.tasks.service import MAX_SEQ, cancel_task, find_task, stream_position
 from app.chain import TaskState
 from app.runs import TaskSubmission
 from app.runs.streams import task_stream
@@ -95,25 +95,36 @@ async def cancel(task_id: UUID, principal: CurrentPrincipal, state: State) -> Ta
     "/{task_id}/events",
     summary="Follow a task's stream",
     response_class=EventStreamResponse,
-    responses={200: _STREAM_DOC, **problems(401, 404, 422)},
+    responses={
+        200: _STREAM_DOC,
+        204: {"description": "The task has finished and the client has every event."},
+        **problems(401, 404, 422),
+    },
 )
 async def task_events(
     task_id: UUID,
     principal: CurrentPrincipal,
     state: State,
-    after: Annotated[int | None, Query(ge=0, description="Resume after this event id.")] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_SEQ, description="Resume after this event id.")
+    ] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
-) -> EventStreamResponse:
+) -> Response:
     """Every event after `Last-Event-ID` (or `after`) from the store, then live ones, with no
-    gap and no duplicate; the stream closes after `done`. Keep-alive comments while idle."""
+    gap and no duplicate; the stream closes after `done`. Keep-alive comments while idle.
+    A finished task with nothing after the given id answers 204."""
     task = await find_task(state, principal, task_id)
+    position = stream_position(last_event_id, after)
+    if task.is_finished and position >= task.last_seq:
+        # Nothing more will ever come: 204 tells an EventSource to stop reconnecting.
+        return Response(status_code=status.HTTP_204_NO_CONTENT)
     events = task_stream(
         state.runs,
         state.run_log,
         task.id,
         task.tenant_id,
         task.chain_id,
-        after=stream_position(last_event_id, after),
+        after=position,
         keepalive_s=state.settings.sse_keepalive_s,
     )
     return EventStreamResponse(events)

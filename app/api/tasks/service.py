@@ -36,12 +36,16 @@ async def cancel_task(state: AppState, principal: Principal, task_id: UUID) -> T
     return await find_task(state, principal, task_id)
 
 
+MAX_SEQ = 2**31 - 1
+"""Event ids and step numbers are 32-bit on every backend."""
+
+
 def stream_position(last_event_id: str | None, after: int | None) -> int:
     """Where a subscriber resumes: `Last-Event-ID` (what a reconnecting EventSource sends)
     wins over `?after=`; 0 replays everything."""
     if last_event_id is not None and last_event_id.strip():
         value = last_event_id.strip()
-        if not value.isdigit():
+        if not (value.isascii() and value.isdecimal() and int(value) <= MAX_SEQ):
             raise ApiError(
                 VALIDATION,
                 "Last-Event-ID must be an event id of this stream",

@@ -1,0 +1,231 @@
+"""Who may call what: every /api/v1 route refuses a missing or unusable bearer token with a
+401 challenge, and answers another tenant's ids as if they did not exist."""
+
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from uuid import uuid4
+
+import jwt
+import pytest
+
+from app.security import mint_token
+from tests.api.helpers import assert_problem, script_two_tool_task, stream, submit
+from tests.service import JWT_SECRET, Service
+
+SUBMISSION = {"input": "What is 17 * 23 + 4?"}
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    template: str
+
+    def url(self, *, task_id: str, chain_id: str, tenant_id: str) -> str:
+        return self.template.format(task_id=task_id, chain_id=chain_id, tenant_id=tenant_id)
+
+    def request_kwargs(self) -> dict[str, Any]:
+        # A well-formed submission, so the refusal can only be about the caller.
+        return {"json": SUBMISSION} if str(self) == "POST /api/v1/tasks" else {}
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.template}"
+
+
+ROUTES = [
+    Route("POST", "/api/v1/tasks"),
+    Route("GET", "/api/v1/tasks"),
+    Route("GET", "/api/v1/tasks/{task_id}"),
+    Route("POST", "/api/v1/tasks/{task_id}/cancel"),
+    Route("GET", "/api/v1/tasks/{task_id}/events"),
+    Route("GET", "/api/v1/tasks/{task_id}/chain"),
+    Route("GET", "/api/v1/chains/{chain_id}"),
+    Route("GET", "/api/v1/chains/{chain_id}/steps"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/chains"),
+]
+ROUTES_WITH_IDS = [route for route in ROUTES if "{" in route.template]
+
+
+def _claims(tenant: str, **overrides: Any) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    claims: dict[str, Any] = {
+        "sub": "alice",
+        "tenant_id": tenant,
+        "roles": ["member"],
+        "iat": now,
+        "nbf": now,
+        "exp": now + timedelta(minutes=10),
+    }
+    claims.update(overrides)
+    return {name: value for name, value in claims.items() if value is not None}
+
+
+def _no_header(tenant: str) -> str | None:
+    return None
+
+
+def _basic_scheme(tenant: str) -> str:
+    # Even a valid token is refused under another scheme.
+    return "Basic " + base64.b64encode(b"alice:" + mint_for(tenant).encode()).decode()
+
+
+def _expired(tenant: str) -> str:
+    long_ago = datetime.now(UTC) - timedelta(hours=2)
+    return "Bearer " + mint_token(
+        JWT_SECRET,
+        tenant_id=tenant,
+        subject="alice",
+        roles=["member"],
+        ttl=timedelta(hours=1),
+        now=long_ago,
+    )
+
+
+def _other_secret(tenant: str) -> str:
+    return "Bearer " + mint_token(
+        "another-secret-" + "y" * 40, tenant_id=tenant, subject="alice", roles=["member"]
+    )
+
+
+def _malformed(tenant: str) -> str:
+    return "Bearer not-a-jwt"
+
+
+def _alg_none(tenant: str) -> str:
+    return "Bearer " + jwt.encode(_claims(tenant), None, algorithm="none")
+
+
+def _without_tenant(tenant: str) -> str:
+    return "Bearer " + jwt.encode(_claims(tenant, tenant_id=None), JWT_SECRET, algorithm="HS256")
+
+
+def _not_yet_valid(tenant: str) -> str:
+    later = datetime.now(UTC) + timedelta(hours=1)  # far beyond the 30 s leeway
+    claims = _claims(tenant, nbf=later, exp=later + timedelta(hours=1))
+    return "Bearer " + jwt.encode(claims, JWT_SECRET, algorithm="HS256")
+
+
+def mint_for(tenant: str) -> str:
+    return mint_token(JWT_SECRET, tenant_id=tenant, subject="alice", roles=["member"])
+
+
+# (name, builder, whether a token was sent: RFC 6750 adds an error code only then)
+BAD_CREDENTIALS: list[tuple[str, Callable[[str], str | None], bool]] = [
+    ("no-authorization-header", _no_header, False),
+    ("basic-scheme", _basic_scheme, False),
+    ("expired-token", _expired, True),
+    ("signed-with-another-secret", _other_secret, True),
+    ("malformed-token", _malformed, True),
+    ("alg-none-token", _alg_none, True),
+    ("token-without-tenant-id", _without_tenant, True),
+    ("token-not-valid-yet", _not_yet_valid, True),
+]
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=str)
+@pytest.mark.parametrize(
+    ("authorization", "token_given"),
+    [(builder, given) for _, builder, given in BAD_CREDENTIALS],
+    ids=[name for name, _, _ in BAD_CREDENTIALS],
+)
+async def test_a_route_refuses_unusable_credentials_with_a_bearer_challenge(
+    service: Service,
+    tenant: str,
+    route: Route,
+    authorization: Callable[[str], str | None],
+    token_given: bool,
+) -> None:
+    header = authorization(tenant)
+    headers = {} if header is None else {"Authorization": header}
+    url = route.url(task_id=str(uuid4()), chain_id=str(uuid4()), tenant_id=tenant)
+    async with service.client() as client:
+        response = await client.request(
+            route.method, url, headers=headers, **route.request_kwargs()
+        )
+
+    assert_problem(response, 401, "unauthorized")
+    challenge = response.headers["WWW-Authenticate"]
+    assert challenge.startswith("Bearer")
+    assert ('error="invalid_token"' in challenge) is token_given
+    if header is not None:
+        assert header.split()[-1] not in response.text  # the credentials are not echoed
+
+
+@pytest.mark.parametrize(
+    "body", [b"{not json", b'{"neither": "input nor messages"}'], ids=["not-json", "invalid"]
+)
+async def test_credentials_are_checked_before_the_request_is_validated(
+    service: Service, body: bytes
+) -> None:
+    """A caller without a valid token learns nothing, not even what a valid body is."""
+    async with service.client() as client:
+        response = await client.post(
+            "/api/v1/tasks", content=body, headers={"Content-Type": "application/json"}
+        )
+    assert_problem(response, 401, "unauthorized")
+
+
+async def _finished_task(service: Service, tenant: str) -> dict[str, Any]:
+    """A completed two-tool task of `tenant`, as its submission was accepted."""
+    script_two_tool_task(service.fake_llm)
+    async with service.client(tenant) as client:
+        accepted = await submit(client)
+        await stream(client, accepted["task_id"])
+    return accepted
+
+
+@pytest.mark.parametrize("route", ROUTES_WITH_IDS, ids=str)
+async def test_another_tenants_ids_are_not_found_and_nothing_of_theirs_leaks(
+    service: Service, tenant: str, other_tenant: str, route: Route
+) -> None:
+    theirs = await _finished_task(service, other_tenant)
+    ids = {"task_id": theirs["task_id"], "chain_id": theirs["chain_id"]}
+    url = route.url(**ids, tenant_id=other_tenant)
+    # The same user name in another tenant is another caller.
+    async with service.client(tenant, sub="alice") as client:
+        response = await client.request(route.method, url)
+
+    assert_problem(response, 404, "not-found")
+    leaks = {*ids.values(), other_tenant, "395", "17 * 23", "calculator", "Asia/Tokyo"}
+    for secret in leaks - {part for part in leaks if part in url}:
+        assert secret not in response.text
+
+
+# What the owner gets for the same request: the task has finished, so cancelling it is a
+# conflict, which still shows the task was found.
+OWNER_STATUS = {"POST /api/v1/tasks/{task_id}/cancel": 409}
+
+
+@pytest.mark.parametrize("route", ROUTES_WITH_IDS, ids=str)
+async def test_the_owner_reaches_the_same_resource(
+    service: Service, other_tenant: str, route: Route
+) -> None:
+    theirs = await _finished_task(service, other_tenant)
+    url = route.url(task_id=theirs["task_id"], chain_id=theirs["chain_id"], tenant_id=other_tenant)
+    async with service.client(other_tenant, sub="alice") as client:
+        response = await client.request(route.method, url)
+
+    expected = OWNER_STATUS.get(str(route), 200)
+    assert response.status_code == expected, response.text
+    if expected == 409:
+        assert_problem(response, 409, "task-finished")
+    else:
+        # The owner sees what the other tenant did not (the chain's steps hold the answer).
+        theirs_only = (theirs["task_id"], theirs["chain_id"], "395")
+        assert any(part in response.text for part in theirs_only), response.text
+
+
+async def test_the_task_list_shows_only_the_callers_tenant(
+    service: Service, tenant: str, other_tenant: str
+) -> None:
+    theirs = await _finished_task(service, other_tenant)
+    async with service.client(tenant) as client:
+        mine = await client.get("/api/v1/tasks")
+    async with service.client(other_tenant) as client:
+        owners = await client.get("/api/v1/tasks")
+
+    assert mine.status_code == 200
+    assert mine.json() == {"items": [], "next_cursor": None}
+    assert [task["id"] for task in owners.json()["items"]] == [theirs["task_id"]]
