@@ -87,6 +87,8 @@ class ReasoningEngine:
             allowed_tools=allowed,
         )
         self._llm_context = replace(self._context, on_delta=on_delta)
+        # The last LLM call's step number and conversation, to record the next one compactly.
+        self._last_conversation: tuple[int, list[dict[str, Any]]] | None = None
 
     def available_tools(self) -> list[ToolDefinition]:
         """The tools this task may call, the LLM excluded."""
@@ -148,7 +150,7 @@ class ReasoningEngine:
         arguments: dict[str, Any] = {"model": model or self.default_model}
         optional = {
             "prompt": prompt,
-            "messages": messages,
+            "messages": None if messages is None else list(messages),
             "system": system,
             "tools": list(tools) if tools else None,
             "temperature": temperature,
@@ -160,9 +162,33 @@ class ReasoningEngine:
         if parent_step_id is not None:
             context = replace(context, parent_step_id=parent_step_id)
         result = await self._executor.execute(
-            self.chain, context, LLM_TOOL_NAME, arguments, visibility=visibility
+            self.chain,
+            context,
+            LLM_TOOL_NAME,
+            arguments,
+            visibility=visibility,
+            recorded_arguments=self._compact(arguments, messages),
         )
+        if messages is not None:
+            self._last_conversation = (result.call_step.step_number, list(messages))
         return LLMCallResult(result)
+
+    def _compact(
+        self, arguments: dict[str, Any], messages: list[dict[str, Any]] | None
+    ) -> dict[str, Any] | None:
+        """`arguments` with the part of `messages` the last LLM call already recorded
+        replaced by a reference to it; None when there is nothing to share."""
+        if messages is None or self._last_conversation is None:
+            return None
+        step_number, earlier = self._last_conversation
+        shared = len(earlier)
+        if shared == 0 or len(messages) < shared or messages[:shared] != earlier:
+            return None
+        return {
+            **arguments,
+            "messages": messages[shared:],
+            "history": {"step": step_number, "messages": shared},
+        }
 
     async def call_tool(
         self,

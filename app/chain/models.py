@@ -37,7 +37,14 @@ class FailedAttempt(_Model):
 
 
 class ToolCallInfo(_Model):
-    """A tool call as the agent asked for it."""
+    """A tool call as the agent asked for it.
+
+    An LLM call that continues the conversation of an earlier one records only what is new:
+    `arguments["messages"]` holds the messages added since, and `arguments["history"]` =
+    `{"step": n, "messages": k}` says the conversation starts with the first k messages of the
+    LLM call at step n (`ReasoningChain.llm_messages` expands it). A chain's size then grows
+    with its conversation, not with its square.
+    """
 
     tool_type: ToolType
     tool_name: str = Field(min_length=1, max_length=255)
@@ -215,6 +222,18 @@ class ReasoningChain(_Model):
         self.error_code = error_code
         self.error_message = error_message
         self.completed_at = utc_now()
+
+    def llm_messages(self, step: ReasoningStep) -> list[dict[str, Any]]:
+        """The full conversation an LLM tool_call step sent, its history references expanded."""
+        if step.tool_call is None:
+            raise ValueError(f"step {step.step_number} is not a tool call")
+        arguments = step.tool_call.arguments
+        messages: list[dict[str, Any]] = list(arguments.get("messages", []))
+        history = arguments.get("history")
+        if history is None:
+            return messages
+        earlier = self.steps[history["step"] - 1]
+        return self.llm_messages(earlier)[: history["messages"]] + messages
 
     def step_by_correlation_id(self, correlation_id: UUID) -> ReasoningStep | None:
         """The tool_call step of a correlation id."""

@@ -90,9 +90,10 @@ class ToolExecutor:
         arguments: dict[str, Any] | str,
         *,
         visibility: VisibilityLevel | None = None,
+        recorded_arguments: dict[str, Any] | None = None,
     ) -> ToolResult:
         [result] = await self.execute_batch(
-            chain, context, [ToolInvocation(name, arguments, visibility)]
+            chain, context, [ToolInvocation(name, arguments, visibility, recorded_arguments)]
         )
         return result
 
@@ -179,7 +180,9 @@ class ToolExecutor:
                 tool_call=ToolCallInfo(
                     tool_type=tool_type,
                     tool_name=invocation.name[:255] or "?",
-                    arguments=arguments,
+                    arguments=invocation.recorded_arguments
+                    if invocation.recorded_arguments is not None and failure is None
+                    else arguments,
                     correlation_id=correlation_id,
                     model=model if isinstance(model, str) else None,
                 ),

@@ -16,6 +16,9 @@ class ToolInvocation:
     name: str
     arguments: dict[str, Any] | str
     visibility: VisibilityLevel | None = None
+    # What the tool_call step records instead of `arguments` (same meaning, more compact),
+    # e.g. an LLM call's conversation as a reference to the previous call plus new messages.
+    recorded_arguments: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

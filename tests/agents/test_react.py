@@ -190,6 +190,20 @@ async def test_native_tool_calling_solves_a_two_tool_task_with_exact_steps_and_c
     }
     assert third["messages"][-1]["tool_call_id"] == "c2"
 
+    # Each LLM call records only the messages added since the previous one, and expands back
+    # to exactly what was sent.
+    calls = [chain.steps[0], chain.steps[5], chain.steps[9]]
+    assert [c.tool_call.arguments.get("history") for c in calls if c.tool_call] == [
+        None,
+        {"step": 1, "messages": 2},
+        {"step": 6, "messages": 4},
+    ]
+    assert [len(c.tool_call.arguments["messages"]) for c in calls if c.tool_call] == [2, 2, 2]
+    for step, sent in zip(calls, (first, second, third), strict=True):
+        # (LiteLLM leaves `content: null` off the wire.)
+        recorded = [{k: v for k, v in m.items() if v is not None} for m in chain.llm_messages(step)]
+        assert recorded == sent["messages"]
+
 
 async def test_text_react_mode_solves_the_same_task_with_exact_steps_and_cost(
     fake_llm: FakeLLMServer, tmp_path: Path
