@@ -45,6 +45,12 @@ class Settings(BaseSettings):
     sse_keepalive_s: float = Field(
         default=15.0, gt=0, description="Idle time after which a stream sends a comment."
     )
+    runner_heartbeat_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="How often a server renews its lease on its runs; one silent for three "
+        "intervals is presumed dead and its runs end `interrupted`.",
+    )
     shutdown_grace_s: float = Field(
         default=5.0, ge=0, description="How long shutdown waits for runs to record their end."
     )

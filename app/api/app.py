@@ -32,13 +32,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     database = Database(settings.resolved_database_url())
     try:
         run_log = RunLog(database)
-        runs = RunManager(run_log)
+        runs = RunManager(run_log, heartbeat_s=settings.runner_heartbeat_s)
         runtime = AgentRuntime.build(settings, recorder=runs)
         runs.attach(runtime)
         await runtime.gateway.warm_up()
         revision = await current_revision(database)
         if revision == head_revision():
-            await runs.recover()
+            await runs.start()
         else:
             logger.error(
                 "database schema at %s, not %s: run `omniforge migrate`", revision, head_revision()
@@ -53,7 +53,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             schema_revision=revision,
         )
         yield
-        await runs.shutdown(settings.shutdown_grace_s)
+        await runs.stop(settings.shutdown_grace_s)
     finally:
         await database.dispose()
 

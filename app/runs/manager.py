@@ -4,6 +4,8 @@ happen, publishes them once stored, and owns cancellation and recovery."""
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 from dataclasses import dataclass, field
 from uuid import UUID, uuid4
 
@@ -23,7 +25,7 @@ from app.runs.models import TaskSubmission
 from app.runs.recorder import RunRecorder
 from app.security import Principal
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog, RunWrite
+from app.storage.run_log import RunLog, RunnerLease, RunWrite
 from app.storage.types import RawJSON
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.errors import FieldError
@@ -55,11 +57,34 @@ class RunManager:
     """The runs of this process. Also the runtime's `CostRecorder`: a run's cost records are
     written in the same transaction as the steps that follow them."""
 
-    def __init__(self, log: RunLog, *, runner_id: str | None = None) -> None:
+    def __init__(self, log: RunLog, *, heartbeat_s: float = 10.0) -> None:
         self._log = log
         self._runtime: AgentRuntime | None = None
         self._runs: dict[UUID, _LiveRun] = {}
-        self.runner_id = runner_id or f"runner-{uuid4()}"
+        self._heartbeat_s = heartbeat_s
+        self._heartbeat: asyncio.Task[None] | None = None
+        self.lease = RunnerLease(
+            id=f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:12]}",
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            started_at=utc_now(),
+        )
+
+    @property
+    def runner_id(self) -> str:
+        return self.lease.id
+
+    @property
+    def lease_s(self) -> float:
+        """A runner silent for this long is presumed dead and its runs are ended."""
+        return 3 * self._heartbeat_s
+
+    async def start(self) -> None:
+        """Registers this process as a runner, ends runs whose runner is gone, and keeps the
+        lease renewed (each renewal also ends runs of runners whose lease lapsed)."""
+        await self._log.register_runner(self.lease)
+        await self.recover()
+        self._heartbeat = asyncio.create_task(self._keep_lease(), name="runner-lease")
 
     def attach(self, runtime: AgentRuntime) -> None:
         """The runtime is built with this manager as its cost recorder, then attached."""
@@ -167,7 +192,8 @@ class RunManager:
         """Ends runs left unfinished by a process that is gone as `failed`/`interrupted`,
         with the closing events their streams never got. Returns how many."""
         ended = 0
-        for task in await self._log.orphans(self.runner_id):
+        orphans = await self._log.orphans(self.lease, lease_s=self.lease_s, now=utc_now())
+        for task in orphans:
             ended += await self.end_unattended(
                 task,
                 status=TaskState.FAILED,
@@ -188,6 +214,26 @@ class RunManager:
             _, pending = await asyncio.wait(writers, timeout=grace_s)
             for writer in pending:
                 writer.cancel()
+
+    async def stop(self, grace_s: float) -> None:
+        """Ends every run (`interrupted`), then gives up the lease."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.wait([self._heartbeat])
+        await self.shutdown(grace_s)
+        try:
+            await self._log.remove_runner(self.runner_id)
+        except Exception:  # the lease lapses on its own
+            logger.warning("could not remove runner %s", self.runner_id, exc_info=True)
+
+    async def _keep_lease(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_s)
+            try:
+                await self._log.renew_lease(self.runner_id, utc_now())
+                await self.recover()
+            except Exception:
+                logger.warning("renewing the runner lease failed; retrying", exc_info=True)
 
     async def _record(self, live: _LiveRun) -> None:
         try:

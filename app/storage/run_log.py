@@ -1,11 +1,12 @@
 """The write side of runs: a task's rows, then its steps, events and costs as they happen."""
 
+import os
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Text, cast, insert, select, update
+from sqlalchemy import Text, cast, delete, insert, select, update
 
 from app.chain import ChainStatus, ErrorCode, TaskState
 from app.storage.database import Database
@@ -14,11 +15,37 @@ from app.storage.tables import (
     cost_records,
     reasoning_chains,
     reasoning_steps,
+    runners,
     task_events,
     tasks,
 )
 
 _UNFINISHED = (TaskState.SUBMITTED, TaskState.WORKING)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerLease:
+    """This process as a runner of tasks."""
+
+    id: str
+    hostname: str
+    pid: int
+    started_at: datetime
+
+
+def _process_alive(pid: int, my_pid: int) -> bool:
+    """Whether a process of this host still exists. Our own pid counts as alive: it may be
+    another runner of this very process, or (a container restarted under the same hostname)
+    a predecessor, which its lapsing lease then gives away."""
+    if pid == my_pid:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass(slots=True)
@@ -67,17 +94,61 @@ class RunLog:
                 .values(last_seq=write.last_seq, **write.task_changes)
             )
 
-    async def orphans(self, runner_id: str) -> list[TaskRecord]:
-        """Unfinished runs not owned by `runner_id` (this process)."""
+    async def register_runner(self, runner: RunnerLease) -> None:
+        async with self._database.transaction() as connection:
+            await connection.execute(
+                insert(runners).values(
+                    id=runner.id,
+                    hostname=runner.hostname,
+                    pid=runner.pid,
+                    started_at=runner.started_at,
+                    heartbeat_at=runner.started_at,
+                )
+            )
+
+    async def renew_lease(self, runner_id: str, at: datetime) -> None:
+        async with self._database.transaction() as connection:
+            await connection.execute(
+                update(runners).where(runners.c.id == runner_id).values(heartbeat_at=at)
+            )
+
+    async def remove_runner(self, runner_id: str) -> None:
+        async with self._database.transaction() as connection:
+            await connection.execute(delete(runners).where(runners.c.id == runner_id))
+
+    async def orphans(self, me: RunnerLease, *, lease_s: float, now: datetime) -> list[TaskRecord]:
+        """Unfinished runs whose runner is gone: no such runner, a lapsed lease, or a process
+        of this host that no longer exists (then known at once, without waiting for the
+        lease: a restarted server ends its predecessor's runs as it starts)."""
+        dead = [
+            row.id
+            for row in await self.runners()
+            if row.id != me.id
+            and (
+                row.heartbeat_at < now - timedelta(seconds=lease_s)
+                or (row.hostname == me.hostname and not _process_alive(row.pid, me.pid))
+            )
+        ]
+        known = select(runners.c.id)
         statement = (
             select(tasks, reasoning_chains.c.metrics.label("usage"))
             .join(reasoning_chains, reasoning_chains.c.id == tasks.c.chain_id)
             .where(tasks.c.status.in_(_UNFINISHED))
-            .where((tasks.c.runner_id != runner_id) | tasks.c.runner_id.is_(None))
+            .where(
+                tasks.c.runner_id.is_(None)
+                | tasks.c.runner_id.in_(dead)
+                | tasks.c.runner_id.not_in(known)
+            )
         )
-        async with self._database.read() as connection:
+        async with self._database.transaction() as connection:
             rows = (await connection.execute(statement)).all()
+            if dead:
+                await connection.execute(delete(runners).where(runners.c.id.in_(dead)))
         return [TaskRecord.model_validate(row._mapping) for row in rows]
+
+    async def runners(self) -> list[Any]:
+        async with self._database.read() as connection:
+            return list((await connection.execute(select(runners))).all())
 
     async def end_unattended(
         self,

@@ -175,3 +175,15 @@ audit_events = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Index("ix_audit_events_tenant_created", "tenant_id", "created_at"),
 )
+
+# The processes that run tasks. A runner renews `heartbeat_at`; the runs of a runner whose
+# lease lapsed (or whose process is gone from this host) are ended as `interrupted`.
+runners = Table(
+    "runners",
+    metadata,
+    Column("id", NAME, primary_key=True),
+    Column("hostname", NAME, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("heartbeat_at", UTCDateTime, nullable=False),
+)

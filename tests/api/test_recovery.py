@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 
 from app.chain import ReasoningStep
-from tests.api.helpers import stream, submit
+from tests.api.helpers import script_two_tool_task, stream, submit
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
-from tests.service import MODEL, running_service, service_settings
+from tests.service import MODEL, Service, running_service, service_settings
 from tests.sse import read_sse
 
 
@@ -120,3 +120,17 @@ async def test_a_killed_server_leaves_its_streamed_steps_and_the_run_ends_interr
     assert replay[-2].json["error_code"] == "interrupted"
     assert replay[-1].json["final_state"] == "failed"
     assert [e.json for e in replay[: len(streamed)]] == [e.json for e in streamed]
+
+
+async def test_another_server_starting_on_the_same_database_leaves_live_runs_alone(
+    service: Service, tenant: str, tmp_path: Path
+) -> None:
+    script_two_tool_task(service.fake_llm, answer_delay_s=0.3)
+    async with service.client(tenant) as client:
+        task_id = (await submit(client))["task_id"]
+        await service.fake_llm.wait_for_requests(3)  # the run is in its last LLM call
+        settings = service_settings(tmp_path, service.settings.database_url or "", service.fake_llm)
+        async with running_service(settings, service.fake_llm) as second:
+            assert second.state.runs.runner_id != service.state.runs.runner_id
+        events = await stream(client, task_id)
+    assert events[-1].json["final_state"] == "completed"
