@@ -36,6 +36,13 @@ class Settings(BaseSettings):
         description="SQLAlchemy async URL, e.g. postgresql+asyncpg://user@host/db; "
         "default: a SQLite file in `data_dir`.",
     )
+    database_pool_size: int = Field(
+        default=10,
+        ge=1,
+        le=200,
+        description="Postgres connections kept open (as many again "
+        "may open under bursts); SQLite always uses one.",
+    )
     jwt_secret: SecretStr | None = Field(
         default=None,
         description=f"HS256 key, at least {MIN_JWT_SECRET_BYTES} bytes. In development an unset "

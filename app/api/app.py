@@ -1,5 +1,6 @@
 """The app factory and its lifespan: every resource is built at start-up, none at import."""
 
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,13 +30,17 @@ API_VERSION = "1.0.0"
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
     verifier = TokenVerifier(settings.resolved_jwt_secret(), leeway_s=settings.jwt_leeway_s)
-    database = Database(settings.resolved_database_url())
+    database = Database(settings.resolved_database_url(), pool_size=settings.database_pool_size)
     try:
         run_log = RunLog(database)
         runs = RunManager(run_log, heartbeat_s=settings.runner_heartbeat_s)
         runtime = AgentRuntime.build(settings, recorder=runs)
         runs.attach(runtime)
         await runtime.gateway.warm_up()
+        # What start-up built lives as long as the process: keep it out of the collector's
+        # full passes (they took 0.4 s under load otherwise).
+        gc.collect()
+        gc.freeze()
         revision = await current_revision(database)
         if revision == head_revision():
             await runs.start()

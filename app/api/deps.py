@@ -14,7 +14,7 @@ from app.security import AuthenticationFailed, Principal
 _bearer = HTTPBearer(auto_error=False, description="A JWT with `sub`, `tenant_id` and `roles`.")
 
 
-def _state(request: Request) -> AppState:
+async def _state(request: Request) -> AppState:
     state: AppState = request.app.state.omniforge
     return state
 
@@ -22,7 +22,7 @@ def _state(request: Request) -> AppState:
 State = Annotated[AppState, Depends(_state)]
 
 
-def _principal(
+async def _principal(
     request: Request,
     # Documents the scheme in OpenAPI; `BearerAuthentication` has verified the token already.
     _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],

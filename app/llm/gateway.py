@@ -107,8 +107,19 @@ class LLMGateway:
     async def warm_up(self) -> None:
         """Runs one call on the in-process demo model, so LiteLLM's lazily loaded code and
         tokenizer are ready before the first task (that first call costs up to a second)."""
+        # With a tool, so the code LiteLLM loads for tool calls is loaded too.
+        tool = {
+            "type": "function",
+            "function": {
+                "name": "noop",
+                "description": "Does nothing.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
         await self.complete(
-            LLMRequest(model=DEMO_MODEL, messages=[{"role": "user", "content": "Say ok."}])
+            LLMRequest(
+                model=DEMO_MODEL, messages=[{"role": "user", "content": "Say ok."}], tools=[tool]
+            )
         )
 
     async def complete(self, request: LLMRequest) -> LLMResponse:

@@ -19,7 +19,7 @@ from app.chain import (
     TaskState,
 )
 from app.chain.models import utc_now
-from app.runs.channel import RunChannel
+from app.runs.channel import RunChannel, StreamEvent
 from app.runs.errors import InvalidSubmission
 from app.runs.models import TaskSubmission
 from app.runs.recorder import RunRecorder
@@ -34,6 +34,7 @@ from app.tools.recording import CostRecord
 logger = logging.getLogger(__name__)
 
 _WRITE_RETRY_DELAYS_S = (0.1, 0.5, 2.0)
+_MAX_GROUP = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,18 @@ class _LiveRun:
     recorder: RunRecorder
     channel: RunChannel = field(default_factory=RunChannel)
     costs: list[CostRecord] = field(default_factory=list)
-    writer: asyncio.Task[None] | None = None
+    reader: asyncio.Task[None] | None = None
+    # Set once the run's last event is stored (or storing it failed for good).
+    stored: asyncio.Event = field(default_factory=asyncio.Event)
+    broken: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingWrite:
+    live: _LiveRun
+    write: RunWrite
+    events: list[StreamEvent]
+    last: bool
 
 
 class RunManager:
@@ -63,6 +75,8 @@ class RunManager:
         self._runs: dict[UUID, _LiveRun] = {}
         self._heartbeat_s = heartbeat_s
         self._heartbeat: asyncio.Task[None] | None = None
+        self._pending: asyncio.Queue[_PendingWrite] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
         self.lease = RunnerLease(
             id=f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:12]}",
             hostname=socket.gethostname(),
@@ -174,7 +188,9 @@ class RunManager:
         run = runtime.agent.start(task, chain=chain)
         live = _LiveRun(task_id, run, RunRecorder(task_id, principal.tenant_id, chain))
         self._runs[task_id] = live
-        live.writer = asyncio.create_task(self._record(live), name=f"record-{task_id}")
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_groups(), name="run-writer")
+        live.reader = asyncio.create_task(self._record(live), name=f"record-{task_id}")
         return SubmittedTask(task_id, chain.id, TaskState.SUBMITTED)
 
     async def cancel(self, task_id: UUID, reason: str = "cancelled by the client") -> bool:
@@ -184,8 +200,7 @@ class RunManager:
         if live is None:
             return False
         live.run.cancel(reason)
-        if live.writer is not None:
-            await asyncio.wait([live.writer])
+        await live.stored.wait()
         return True
 
     async def recover(self) -> int:
@@ -207,13 +222,14 @@ class RunManager:
     async def shutdown(self, grace_s: float) -> None:
         """Stops every run (`interrupted`) and waits up to `grace_s` for their ends to be
         stored."""
-        writers = [live.writer for live in self._runs.values() if live.writer is not None]
-        for live in list(self._runs.values()):
+        lives = list(self._runs.values())
+        for live in lives:
             live.run.cancel("the server shut down", ErrorCode.INTERRUPTED)
-        if writers:
-            _, pending = await asyncio.wait(writers, timeout=grace_s)
-            for writer in pending:
-                writer.cancel()
+        if lives:
+            waits = [asyncio.ensure_future(live.stored.wait()) for live in lives]
+            _, pending = await asyncio.wait(waits, timeout=grace_s)
+            for wait in pending:
+                wait.cancel()
 
     async def stop(self, grace_s: float) -> None:
         """Ends every run (`interrupted`), then gives up the lease."""
@@ -221,6 +237,10 @@ class RunManager:
             self._heartbeat.cancel()
             await asyncio.wait([self._heartbeat])
         await self.shutdown(grace_s)
+        if self._writer is not None:
+            self._writer.cancel()
+            await asyncio.wait([self._writer])
+            self._writer = None
         try:
             await self._log.remove_runner(self.runner_id)
         except Exception:  # the lease lapses on its own
@@ -236,31 +256,64 @@ class RunManager:
                 logger.warning("renewing the runner lease failed; retrying", exc_info=True)
 
     async def _record(self, live: _LiveRun) -> None:
+        """Numbers a run's events batch by batch and queues them for the writer."""
         try:
-            # aclosing: if storing fails, closing the batches stops the run at once.
+            # aclosing: if this fails, closing the batches stops the run at once.
             async with contextlib.aclosing(live.run.event_batches()) as batches:
                 async for batch in batches:
+                    if live.broken:
+                        return
                     costs, live.costs = live.costs, []
                     write, events = live.recorder.record(batch, costs)
-                    await self._append(write)
-                    live.channel.publish(events)
+                    last = isinstance(batch[-1], DoneEvent)
+                    self._pending.put_nowait(_PendingWrite(live, write, events, last))
         except Exception:
             logger.exception("recording task %s failed; its run was stopped", live.task_id)
-        finally:
-            live.channel.close()
-            self._runs.pop(live.task_id, None)
+            self._break(live)
 
-    async def _append(self, write: RunWrite) -> None:
+    async def _write_groups(self) -> None:
+        """The one writer of this process: whatever all runs queued while the previous
+        transaction was committing is stored in the next one (group commit), then published.
+        One connection writes, however many runs there are."""
+        while True:
+            group = [await self._pending.get()]
+            while not self._pending.empty() and len(group) < _MAX_GROUP:
+                group.append(self._pending.get_nowait())
+            group = [pending for pending in group if not pending.live.broken]
+            try:
+                await self._append([pending.write for pending in group])
+            except Exception:
+                logger.exception("storing the events of %d runs failed; stopping them", len(group))
+                for pending in group:
+                    self._break(pending.live)
+                continue
+            for pending in group:
+                pending.live.channel.publish(pending.events)
+                if pending.last:
+                    self._finish(pending.live)
+
+    async def _append(self, writes: list[RunWrite]) -> None:
         for delay in (*_WRITE_RETRY_DELAYS_S, None):
             try:
-                await self._log.append(write)
+                await self._log.append(writes)
             except Exception:
                 if delay is None:
                     raise
-                logger.warning("storing events of task %s failed; retrying", write.task_id)
+                logger.warning("storing run events failed; retrying", exc_info=True)
                 await asyncio.sleep(delay)
             else:
                 return
+
+    def _finish(self, live: _LiveRun) -> None:
+        live.channel.close()
+        self._runs.pop(live.task_id, None)
+        live.stored.set()
+
+    def _break(self, live: _LiveRun) -> None:
+        if not live.broken:
+            live.broken = True
+            live.run.cancel("its events could not be stored", ErrorCode.INTERNAL_ERROR)
+            self._finish(live)
 
     async def end_unattended(
         self,

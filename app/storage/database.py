@@ -30,7 +30,9 @@ class Database:
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
             options.update(pool_size=1, max_overflow=0, pool_timeout=60)
         else:
-            options.update(pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True)
+            # No pre-ping (a round trip per checkout): a connection found dead fails its one
+            # statement, SQLAlchemy then drops the whole pool, and run writes are retried.
+            options.update(pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
         self.engine: AsyncEngine = create_async_engine(self.url, **options)
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)

@@ -1,12 +1,13 @@
 """The write side of runs: a task's rows, then its steps, events and costs as they happen."""
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Text, cast, delete, insert, select, update
+from sqlalchemy import Text, bindparam, cast, delete, insert, select, update
 
 from app.chain import ChainStatus, ErrorCode, TaskState
 from app.storage.database import Database
@@ -31,6 +32,16 @@ class RunnerLease:
     hostname: str
     pid: int
     started_at: datetime
+
+
+def _same_columns(changes: dict[UUID, dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Update parameters grouped so each group sets the same columns (one executemany each),
+    in id order."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for row_id in sorted(changes):
+        values = changes[row_id]
+        groups.setdefault(tuple(sorted(values)), []).append({"row_id": row_id, **values})
+    return list(groups.values())
 
 
 def _process_alive(pid: int, my_pid: int) -> bool:
@@ -74,25 +85,31 @@ class RunLog:
             await connection.execute(insert(tasks), [task])
             await connection.execute(insert(reasoning_chains), [chain])
 
-    async def append(self, write: RunWrite) -> None:
-        async with self._database.transaction() as connection:
-            if write.steps:
-                await connection.execute(insert(reasoning_steps), write.steps)
-            if write.events:
-                await connection.execute(insert(task_events), write.events)
-            if write.costs:
-                await connection.execute(insert(cost_records), write.costs)
-            if write.chain_changes:
-                await connection.execute(
-                    update(reasoning_chains)
-                    .where(reasoning_chains.c.id == write.chain_id)
-                    .values(write.chain_changes)
-                )
-            await connection.execute(
-                update(tasks)
-                .where(tasks.c.id == write.task_id)
-                .values(last_seq=write.last_seq, **write.task_changes)
+    async def append(self, writes: Sequence[RunWrite]) -> None:
+        """Stores the writes of any number of runs in one transaction (group commit), in
+        order: a later write of the same run overrides an earlier one's changes. Rows are
+        locked tasks first, then chains, in id order, as `end_unattended` does, so concurrent
+        writers cannot deadlock."""
+        task_changes: dict[UUID, dict[str, Any]] = {}
+        chain_changes: dict[UUID, dict[str, Any]] = {}
+        for write in writes:
+            task_changes.setdefault(write.task_id, {}).update(
+                write.task_changes, last_seq=write.last_seq
             )
+            if write.chain_changes:
+                chain_changes.setdefault(write.chain_id, {}).update(write.chain_changes)
+        async with self._database.transaction() as connection:
+            for table, changes in ((tasks, task_changes), (reasoning_chains, chain_changes)):
+                statement = update(table).where(table.c.id == bindparam("row_id"))
+                for rows in _same_columns(changes):
+                    await connection.execute(statement, rows)
+            for table, rows in (
+                (reasoning_steps, [row for write in writes for row in write.steps]),
+                (task_events, [row for write in writes for row in write.events]),
+                (cost_records, [row for write in writes for row in write.costs]),
+            ):
+                if rows:
+                    await connection.execute(insert(table), rows)
 
     async def register_runner(self, runner: RunnerLease) -> None:
         async with self._database.transaction() as connection:

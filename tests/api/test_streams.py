@@ -8,11 +8,13 @@ import httpx
 from app.chain import ReasoningStep
 from tests.api.helpers import (
     TWO_TOOL_TASK_COST,
+    cost_of,
     script_two_tool_task,
     stream,
     submit,
 )
-from tests.service import Service
+from tests.fakes.openai_server import Reply
+from tests.service import MODEL, Service
 from tests.sse import SSE, collect
 
 TWO_TOOL_STEP_TYPES = [
@@ -157,3 +159,24 @@ async def test_a_client_that_has_every_event_of_a_finished_task_gets_204(
     assert response.status_code == 204
     assert response.content == b""
     assert [e.event for e in one_before] == ["done"]
+
+
+async def test_many_concurrent_runs_are_each_stored_and_streamed_whole(
+    service: Service, tenant: str
+) -> None:
+    # One writer stores whatever all runs produced while the previous commit ran.
+    service.fake_llm.always(MODEL, Reply.text("done", prompt_tokens=10, completion_tokens=5))
+    async with service.client(tenant) as client:
+        accepted = await asyncio.gather(*(submit(client) for _ in range(20)))
+        streams = await asyncio.gather(*(stream(client, a["task_id"]) for a in accepted))
+        chains = await asyncio.gather(
+            *(client.get(f"/api/v1/chains/{a['chain_id']}") for a in accepted)
+        )
+        tasks = (await client.get("/api/v1/tasks", params={"limit": 50})).json()["items"]
+    for events, chain in zip(streams, chains, strict=True):
+        assert [e.id for e in events] == list(range(1, 8))
+        assert [e.event for e in events][-2:] == ["chain_completed", "done"]
+        assert [s["step_number"] for s in chain.json()["steps"]] == [1, 2, 3]
+    assert len(tasks) == 20
+    assert {t["status"] for t in tasks} == {"completed"}
+    assert {Decimal(t["usage"]["total_cost_usd"]) for t in tasks} == {cost_of(10, 5)}
