@@ -1,4 +1,5 @@
-"""`python -m bench [steps|gateway|all] [--quick]`: prints each figure with its conditions."""
+"""`python -m bench [steps|gateway|service|all] [--quick]`: prints each figure with its
+conditions."""
 
 import argparse
 import logging
@@ -7,15 +8,29 @@ import platform
 from datetime import UTC, datetime
 from importlib.metadata import version
 
-from bench import gateway_latency, step_overhead
+from bench import (
+    gateway_latency,
+    service_chain_read,
+    service_live_chains,
+    service_sse_latency,
+    service_suite,
+    service_throughput,
+    step_overhead,
+)
 
 STEP_TARGET_MS = 0.5
 GATEWAY_TARGET_MS = 3.0
+SSE_P50_TARGET_MS = 5.0
+SSE_P99_TARGET_MS = 50.0
+LIVE_CHAINS_TARGET = 10_000
+CHAIN_READ_P50_TARGET_MS = 50.0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
-    parser.add_argument("which", nargs="?", choices=["steps", "gateway", "all"], default="all")
+    parser.add_argument(
+        "which", nargs="?", choices=["steps", "gateway", "service", "all"], default="all"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
     args = parser.parse_args()
     logging.getLogger("LiteLLM").setLevel(logging.ERROR)  # per-deployment pricing notices
@@ -27,6 +42,8 @@ def main() -> None:
         _steps(tasks=60 if args.quick else 300)
     if args.which in ("gateway", "all"):
         _gateway(samples=400 if args.quick else 2000)
+    if args.which in ("service", "all"):
+        _service(quick=args.quick)
 
 
 def _steps(tasks: int) -> None:
@@ -61,6 +78,110 @@ def _gateway(samples: int) -> None:
             f"  CPU {result.gateway_cpu_ms:.3f} ms/call\n"
             f"    added      p50 {result.added(50):.3f} ms{target}  p99 {result.added(99):.3f} ms"
         )
+
+
+def _verdict(met: bool) -> str:
+    return "met" if met else "MISSED"
+
+
+def _service(quick: bool) -> None:
+    database = service_suite.database_description()
+    shared = "one service shared by the four (quick mode)" if quick else "a fresh service for each"
+    print(
+        f"\nService benchmarks: the app on uvicorn (uvloop, httptools, one worker, access log off)"
+        f" in its own process, {database}, a fresh database built by the migrations,"
+        f" {shared}; fake OpenAI-compatible LLM servers in their own processes; load from"
+        f" aiohttp on uvloop. Client, fake LLM, Postgres and service share {os.cpu_count()} CPUs."
+    )
+
+    def report(result: service_suite.Result) -> None:
+        if isinstance(result, service_sse_latency.SseLatency):
+            _print_sse(result)
+        elif isinstance(result, service_live_chains.LiveChains):
+            _print_live(result)
+        elif isinstance(result, service_chain_read.ChainRead):
+            _print_chain(result)
+        else:
+            _print_throughput(result)
+
+    service_suite.run(quick, report)
+
+
+def _problems(lines: list[str]) -> str:
+    if not lines:
+        return "none"
+    return f"{len(lines)} line(s), first: {lines[0][:160]}"
+
+
+def _print_sse(r: service_sse_latency.SseLatency) -> None:
+    p50, p99 = r.p(50), r.p(99)
+    print(
+        f"\n(a) SSE delivery latency, step created -> client received\n"
+        f"  conditions: {r.tasks} tasks submitted at {r.rate:g}/s (open loop), each followed by"
+        f" {r.subscribers} subscribers (GET .../events); fake LLM answers after {r.delay_s:g} s,"
+        f" 1 LLM call and 3 steps per task; steady state {r.rate * r.delay_s:g} live tasks x"
+        f" {r.subscribers} = {r.target_streams} streams (peak {r.peak_streams} open);"
+        f" reasoning_step event data {r.step_event_bytes:.0f} B on average; each batch of"
+        f" events is committed to Postgres before it is published\n"
+        f"  steady state ({r.window_s:.1f} s with >= 90% of the streams open):"
+        f" {len(r.latencies_ms)} step deliveries, {r.event_rate:.0f} events/s received\n"
+        f"    p50 {p50:.1f} ms (target <= {SSE_P50_TARGET_MS:g} ms:"
+        f" {_verdict(p50 <= SSE_P50_TARGET_MS)})  p90 {r.p(90):.1f} ms"
+        f"  p99 {p99:.1f} ms (target <= {SSE_P99_TARGET_MS:g} ms:"
+        f" {_verdict(p99 <= SSE_P99_TARGET_MS)})  max {r.p(100):.1f} ms\n"
+        f"  whole run: {len(r.all_latencies_ms)} step deliveries, p50 {r.p(50, window=False):.1f}"
+        f" ms, p99 {r.p(99, window=False):.1f} ms; {r.replayed_steps} steps created before their"
+        f" stream opened (replays, not counted); server CPU {r.server_utilisation:.0%} of a core;"
+        f" failures: {r.failures or 'none'}"
+    )
+
+
+def _print_live(r: service_live_chains.LiveChains) -> None:
+    met = r.peak_live >= LIVE_CHAINS_TARGET and r.errors == 0
+    print(
+        f"\n(b) Concurrent live chains per instance\n"
+        f"  conditions: {r.tasks} tasks POSTed as fast as accepted ({r.concurrency} concurrent"
+        f" POSTs, ~45 B bodies), then each stream read to done; fake LLM answers each call after"
+        f" {r.delay_s:g} s; 1 LLM call and 3 steps per task; live = from the stored created_at to"
+        f" finished_at\n"
+        f"  accepted {r.submit_rate:.0f} tasks/s ({r.submit_s:.1f} s), all done after"
+        f" {r.wall_s:.1f} s; outcomes: {r.outcomes}\n"
+        f"    peak live chains {r.peak_live} (target >= {LIVE_CHAINS_TARGET:,} with no error:"
+        f" {_verdict(met)}); peak LLM calls in flight {r.peak_llm_in_flight}"
+        f" ({r.llm_calls} calls)\n"
+        f"    not completed: {r.failure_reasons or 'none'}\n"
+        f"    server RSS {r.rss_before_mb:.0f} MB before, {r.rss_peak_mb:.0f} MB at peak ->"
+        f" {r.rss_per_chain_kb:.0f} KB per live chain\n"
+        f"  server stderr: {_problems(r.server_problems)}"
+    )
+
+
+def _print_chain(r: service_chain_read.ChainRead) -> None:
+    p50 = r.p(50)
+    print(
+        f"\n(c) GET of a {r.steps:,}-step chain from Postgres (GET /api/v1/chains/{{id}})\n"
+        f"  conditions: chain written through RunRecorder + RunLog (ReAct iterations: LLM call"
+        f" and result, thought, calculator call and result), steps {r.step_bytes_mean:.0f} B on"
+        f" average, response {r.response_bytes / 1024:.0f} KB; {r.requests} sequential GETs on"
+        f" one keep-alive connection after 10 warm-up GETs\n"
+        f"    p50 {p50:.1f} ms (target <= {CHAIN_READ_P50_TARGET_MS:g} ms:"
+        f" {_verdict(p50 <= CHAIN_READ_P50_TARGET_MS)})  p90 {r.p(90):.1f} ms"
+        f"  p99 {r.p(99):.1f} ms  server CPU {r.server_cpu_ms_per_request:.1f} ms/request"
+    )
+
+
+def _print_throughput(r: service_throughput.Throughput) -> None:
+    print(
+        f"\n(d) End-to-end throughput through the whole service\n"
+        f"  conditions: {r.tasks} tasks by {r.concurrency} concurrent clients, each POSTs a task"
+        f" (~45 B body) and follows its stream (GET, SSE) to done; fake LLM answers at once;"
+        f" 1 LLM call and 3 steps (~7 events) per task\n"
+        f"    {r.tasks_per_s:.1f} tasks/s  {r.llm_calls_per_cpu_s:.1f} LLM calls per server"
+        f" CPU-second ({r.server_cpu_ms_per_task:.1f} ms CPU/task, server at"
+        f" {r.server_utilisation:.0%} of a core)  (no target set)\n"
+        f"  completed {r.completed}, failed {r.failures}, LLM calls {r.llm_calls}; client CPU"
+        f" {r.client_cpu_s:.1f} s; server stderr lines: {r.server_problems}"
+    )
 
 
 if __name__ == "__main__":

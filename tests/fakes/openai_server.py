@@ -7,9 +7,11 @@ nobody scripted, or any scripted reply nobody asked for, fails the test.
 
 Standalone, for benchmarks (answers every call for the given models with "ok"):
 
-    python tests/fakes/openai_server.py --port 0 --model NAME [--model NAME2 ...]
+    python tests/fakes/openai_server.py --port 0 --model NAME [--model NAME2 ...] [--delay-s S]
 
-prints one line `READY <base_url>` once listening and serves until SIGTERM or SIGINT.
+prints one line `READY <base_url>` once listening and serves until SIGTERM or SIGINT; each
+answer comes `--delay-s` seconds after its request arrived (default 0). On SIGUSR1 it prints
+`STATS calls=<n> in_flight=<n> peak=<n>` (peak calls in flight since the last STATS line).
 """
 
 from __future__ import annotations
@@ -391,14 +393,38 @@ async def _send_stream(
     return response
 
 
-async def _serve(port: int, models: list[str]) -> None:
+class _CountingServer(FakeLLMServer):
+    """Standalone mode only: counts chat-completions calls, those in flight and their peak."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(port=port, record_requests=False)
+        self.calls = 0
+        self.in_flight = 0
+        self.peak = 0
+
+    async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
+        self.calls += 1
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            return await super()._chat_completions(request)
+        finally:
+            self.in_flight -= 1
+
+    def report(self) -> None:
+        print(f"STATS calls={self.calls} in_flight={self.in_flight} peak={self.peak}", flush=True)
+        self.peak = self.in_flight
+
+
+async def _serve(port: int, models: list[str], delay_s: float = 0.0) -> None:
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    async with FakeLLMServer(port=port, record_requests=False) as server:
+    async with _CountingServer(port) as server:
+        loop.add_signal_handler(signal.SIGUSR1, server.report)
         for model in models:
-            server.always(model, Reply.text("ok"))
+            server.always(model, Reply.text("ok", delay_s=delay_s))
         print(f"READY {server.base_url}", flush=True)
         await stopping.wait()
 
@@ -411,8 +437,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--model", action="append", required=True, dest="models", help="model name to answer"
     )
+    parser.add_argument(
+        "--delay-s", type=float, default=0.0, help="seconds each answer waits (default 0)"
+    )
     args = parser.parse_args(argv)
-    asyncio.run(_serve(args.port, args.models))
+    asyncio.run(_serve(args.port, args.models, args.delay_s))
 
 
 if __name__ == "__main__":

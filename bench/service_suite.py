@@ -1,0 +1,122 @@
+"""The four service benchmarks, each on a fresh service, fake LLM servers and database; in quick
+mode (a smoke run) all four share one service, since its start-up (~9 s, mostly importing
+LiteLLM) would otherwise dominate."""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import asyncpg  # type: ignore[import-untyped]
+
+from bench import (
+    service_chain_read,
+    service_live_chains,
+    service_sse_latency,
+    service_throughput,
+)
+from bench.service_harness import PG_HOST, PG_USER, Stack, run_async, stack
+
+Result = (
+    service_sse_latency.SseLatency
+    | service_live_chains.LiveChains
+    | service_chain_read.ChainRead
+    | service_throughput.Throughput
+)
+
+
+@dataclass(frozen=True)
+class Plan:
+    sse_tasks: int
+    sse_subscribers: int
+    sse_rate: float
+    sse_delay_s: float
+    live_tasks: int
+    live_delay_s: float
+    live_concurrency: int
+    chain_requests: int
+    e2e_tasks: int
+    e2e_concurrency: int
+
+
+FULL = Plan(
+    sse_tasks=200,
+    sse_subscribers=10,
+    sse_rate=5.0,
+    sse_delay_s=20.0,
+    live_tasks=10_000,
+    live_delay_s=2.0,
+    live_concurrency=48,
+    chain_requests=500,
+    e2e_tasks=2000,
+    e2e_concurrency=32,
+)
+QUICK = Plan(
+    sse_tasks=30,
+    sse_subscribers=10,
+    sse_rate=10.0,
+    sse_delay_s=2.0,
+    live_tasks=400,
+    live_delay_s=2.0,
+    live_concurrency=48,
+    chain_requests=50,
+    e2e_tasks=200,
+    e2e_concurrency=32,
+)
+
+
+def _benchmarks(plan: Plan) -> list[tuple[list[float], Callable[[Stack], Awaitable[Result]]]]:
+    """(LLM delays the benchmark needs, the benchmark), in the order they run."""
+    return [
+        (
+            [plan.sse_delay_s, service_sse_latency.WARM_UP_DELAY_S],
+            lambda s: service_sse_latency.measure(
+                s, plan.sse_tasks, plan.sse_subscribers, plan.sse_rate, plan.sse_delay_s
+            ),
+        ),
+        (
+            [plan.live_delay_s],
+            lambda s: service_live_chains.measure(
+                s, plan.live_tasks, plan.live_delay_s, plan.live_concurrency
+            ),
+        ),
+        ([], lambda s: service_chain_read.measure(s, plan.chain_requests)),
+        (
+            [service_throughput.DELAY_S],
+            lambda s: service_throughput.measure(s, plan.e2e_tasks, plan.e2e_concurrency),
+        ),
+    ]
+
+
+def database_description() -> str:
+    async def describe() -> str:
+        connection = await asyncpg.connect(host=PG_HOST, user=PG_USER, database="postgres")
+        try:
+            version = await connection.fetchval("SHOW server_version")
+            fsync = await connection.fetchval("SHOW fsync")
+            commit = await connection.fetchval("SHOW synchronous_commit")
+        finally:
+            await connection.close()
+        return (
+            f"Postgres {version.split()[0]} on {PG_HOST} (fsync={fsync}, "
+            f"synchronous_commit={commit})"
+        )
+
+    return run_async(describe())
+
+
+def run(quick: bool, report: Callable[[Result], None]) -> None:
+    """Runs the benchmarks, handing each result to `report` as it comes."""
+    plan = QUICK if quick else FULL
+
+    async def main() -> None:
+        benchmarks = _benchmarks(plan)
+        if quick:
+            delays = [delay for needed, _ in benchmarks for delay in needed]
+            async with stack(delays) as shared:
+                for _, benchmark in benchmarks:
+                    report(await benchmark(shared))
+        else:
+            for needed, benchmark in benchmarks:
+                async with stack(needed) as own:
+                    report(await benchmark(own))
+
+    run_async(main())
