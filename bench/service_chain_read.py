@@ -207,7 +207,7 @@ async def build_chain(database_url: str, steps: int = STEPS) -> UUID:
     iterations = (steps - 5) // 5
     for n in range(iterations):
         _iteration(chain, n)
-        await log.append(recorder.record(batch, [])[0])
+        await log.append([recorder.record(batch, [])[0]])
         batch.clear()
     while len(chain.steps) < steps - 3:
         chain.add_step(ReasoningStep(type=StepType.THINKING, thinking=ThinkingInfo(thought=_TASK)))
