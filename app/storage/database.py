@@ -47,6 +47,13 @@ class Database:
             yield connection
 
     @asynccontextmanager
+    async def autocommit(self) -> AsyncIterator[AsyncConnection]:
+        """A connection whose every statement commits on its own (no BEGIN/COMMIT round
+        trips): for single statements that are atomic by themselves."""
+        async with self.engine.connect() as connection:
+            yield await connection.execution_options(isolation_level="AUTOCOMMIT")
+
+    @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:
         """A connection for reads only; nothing it does is committed."""
         async with self.engine.connect() as connection:

@@ -11,6 +11,7 @@ from sqlalchemy import Text, bindparam, cast, delete, insert, select, update
 
 from app.chain import ChainStatus, ErrorCode, TaskState
 from app.storage.database import Database
+from app.storage.group_write import GROUP_WRITE, group_document
 from app.storage.records import StoredEvent, StoredStep, TaskRecord
 from app.storage.tables import (
     cost_records,
@@ -98,15 +99,23 @@ class RunLog:
             )
             if write.chain_changes:
                 chain_changes.setdefault(write.chain_id, {}).update(write.chain_changes)
+        steps = [row for write in writes for row in write.steps]
+        events = [row for write in writes for row in write.events]
+        costs = [row for write in writes for row in write.costs]
+        if not self._database.is_sqlite:
+            document = group_document(task_changes, chain_changes, steps, events, costs)
+            async with self._database.autocommit() as connection:
+                await connection.execute(GROUP_WRITE, {"doc": document})
+            return
         async with self._database.transaction() as connection:
             for table, changes in ((tasks, task_changes), (reasoning_chains, chain_changes)):
                 statement = update(table).where(table.c.id == bindparam("row_id"))
                 for rows in _same_columns(changes):
                     await connection.execute(statement, rows)
             for table, rows in (
-                (reasoning_steps, [row for write in writes for row in write.steps]),
-                (task_events, [row for write in writes for row in write.events]),
-                (cost_records, [row for write in writes for row in write.costs]),
+                (reasoning_steps, steps),
+                (task_events, events),
+                (cost_records, costs),
             ):
                 if rows:
                     await connection.execute(insert(table), rows)

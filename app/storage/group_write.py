@@ -1,0 +1,147 @@
+"""Postgres: a whole group of run writes in one statement, one round trip.
+
+Under load every round trip waits for the event loop as well as for the server, so the five of
+a transaction (BEGIN, two updates, an insert, COMMIT) cost several times one. Here every row of
+the group travels as one JSON document, and data-modifying CTEs apply it in a single atomic
+statement. Stored step documents are spliced in as they are, never decoded. Changes only ever
+fill a column or move it forward, so a missing value keeps what is stored (COALESCE).
+"""
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import text
+
+from app.storage.types import RawJSON
+
+_TASK_COLUMNS = {
+    "last_seq": "int",
+    "status": "varchar",
+    "started_at": "timestamptz",
+    "final_answer": "text",
+    "error_code": "varchar",
+    "error_message": "text",
+    "finished_at": "timestamptz",
+}
+_CHAIN_COLUMNS = {
+    "status": "varchar",
+    "metrics": "jsonb",
+    "error_code": "varchar",
+    "error_message": "text",
+    "completed_at": "timestamptz",
+}
+_STEP_COLUMNS = {
+    "chain_id": "uuid",
+    "step_number": "int",
+    "id": "uuid",
+    "tenant_id": "varchar",
+    "seq": "int",
+    "type": "varchar",
+    "tool_name": "varchar",
+    "visibility": "varchar",
+    "timestamp": "timestamptz",
+    "data": "jsonb",
+    "metrics": "jsonb",
+}
+_EVENT_COLUMNS = {
+    "task_id": "uuid",
+    "seq": "int",
+    "tenant_id": "varchar",
+    "type": "varchar",
+    "data": "jsonb",
+}
+_COST_COLUMNS = {
+    "tenant_id": "varchar",
+    "user_id": "varchar",
+    "task_id": "uuid",
+    "chain_id": "uuid",
+    "step_id": "uuid",
+    "correlation_id": "uuid",
+    "tool_name": "varchar",
+    "tool_type": "varchar",
+    "model": "varchar",
+    "deployment": "varchar",
+    "provider": "varchar",
+    "input_tokens": "int",
+    "output_tokens": "int",
+    "cost_usd": "numeric",
+    "unpriced": "boolean",
+    "recorded_at": "timestamptz",
+}
+
+
+def _record_type(columns: Mapping[str, str]) -> str:
+    return ", ".join(f'"{name}" {kind}' for name, kind in columns.items())
+
+
+def _update(table: str, key: str, columns: Mapping[str, str], always: Iterable[str] = ()) -> str:
+    assignments = ", ".join(
+        f'"{name}" = v."{name}"'
+        if name in always
+        else f'"{name}" = COALESCE(v."{name}", {table}."{name}")'
+        for name in columns
+    )
+    record = _record_type({"row_id": "uuid", **columns})
+    return (
+        f"UPDATE {table} SET {assignments} "
+        f"FROM payload, jsonb_to_recordset(payload.doc->'{key}') AS v({record}) "
+        f"WHERE {table}.id = v.row_id RETURNING 1"
+    )
+
+
+def _insert(table: str, key: str, columns: Mapping[str, str]) -> str:
+    names = ", ".join(f'"{name}"' for name in columns)
+    return (
+        f"INSERT INTO {table} ({names}) SELECT {names} "
+        f"FROM payload, jsonb_to_recordset(payload.doc->'{key}') AS v({_record_type(columns)}) "
+        "RETURNING 1"
+    )
+
+
+GROUP_WRITE = text(
+    "WITH payload AS (SELECT CAST(:doc AS jsonb) AS doc), "
+    f"t AS ({_update('tasks', 'tasks', _TASK_COLUMNS, always=('last_seq',))}), "
+    f"c AS ({_update('reasoning_chains', 'chains', _CHAIN_COLUMNS)}), "
+    f"s AS ({_insert('reasoning_steps', 'steps', _STEP_COLUMNS)}), "
+    f"e AS ({_insert('task_events', 'events', _EVENT_COLUMNS)}), "
+    f"k AS ({_insert('cost_records', 'costs', _COST_COLUMNS)}) "
+    "SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s), (SELECT count(*) FROM e)"
+)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, RawJSON):
+        return value  # already JSON: spliced, not encoded again
+    if isinstance(value, datetime):
+        return f'"{value.isoformat()}"'
+    if isinstance(value, UUID):
+        return f'"{value}"'
+    if isinstance(value, Decimal):
+        return str(value)  # a JSON number: exact in jsonb
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _rows(rows: Iterable[Mapping[str, Any]]) -> str:
+    return ",".join(
+        "{" + ",".join(f"{json.dumps(k)}:{_value(v)}" for k, v in row.items()) + "}" for row in rows
+    )
+
+
+def group_document(
+    task_changes: Mapping[UUID, Mapping[str, Any]],
+    chain_changes: Mapping[UUID, Mapping[str, Any]],
+    steps: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    costs: Sequence[Mapping[str, Any]],
+) -> str:
+    """The JSON document `GROUP_WRITE` applies."""
+    tasks = _rows({"row_id": key, **values} for key, values in sorted(task_changes.items()))
+    chains = _rows({"row_id": key, **values} for key, values in sorted(chain_changes.items()))
+    return (
+        f'{{"tasks":[{tasks}],"chains":[{chains}],"steps":[{_rows(steps)}],'
+        f'"events":[{_rows(events)}],"costs":[{_rows(costs)}]}}'
+    )
