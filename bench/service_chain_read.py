@@ -224,7 +224,7 @@ async def build_chain(database_url: str, steps: int = STEPS) -> UUID:
         ChainCompletedEvent(task_id=tid, chain_id=cid, metrics=chain.metrics),
         DoneEvent(task_id=tid, chain_id=cid, final_state=TaskState.COMPLETED),
     ]
-    await log.append(recorder.record(batch, [])[0])
+    await log.append([recorder.record(batch, [])[0]])
     await log.remove_runner(runner.id)
     await database.dispose()
     return chain.id

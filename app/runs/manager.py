@@ -280,17 +280,35 @@ class RunManager:
             while not self._pending.empty() and len(group) < _MAX_GROUP:
                 group.append(self._pending.get_nowait())
             group = [pending for pending in group if not pending.live.broken]
+            if not group:
+                continue
             try:
                 await self._append([pending.write for pending in group])
             except Exception:
-                logger.exception("storing the events of %d runs failed; stopping them", len(group))
-                for pending in group:
-                    self._break(pending.live)
-                continue
+                logger.exception("storing a group of %d writes failed", len(group))
+                group = await self._isolate(group)
             for pending in group:
                 pending.live.channel.publish(pending.events)
                 if pending.last:
                     self._finish(pending.live)
+
+    async def _isolate(self, group: list[_PendingWrite]) -> list[_PendingWrite]:
+        """After a group failed for good: each write alone, so one run's bad write stops that
+        run only. Returns what was stored."""
+        stored: list[_PendingWrite] = []
+        for pending in group:
+            if pending.live.broken:
+                continue
+            try:
+                await self._log.append([pending.write])
+            except Exception:
+                logger.exception(
+                    "storing task %s failed; its run was stopped", pending.live.task_id
+                )
+                self._break(pending.live)
+            else:
+                stored.append(pending)
+        return stored
 
     async def _append(self, writes: list[RunWrite]) -> None:
         for delay in (*_WRITE_RETRY_DELAYS_S, None):
