@@ -55,7 +55,6 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             runs=runs,
             run_log=run_log,
             verifier=verifier,
-            schema_revision=revision,
         )
         yield
         await runs.stop(settings.shutdown_grace_s)

@@ -18,4 +18,3 @@ class AppState:
     runs: RunManager
     run_log: RunLog
     verifier: TokenVerifier
-    schema_revision: str | None

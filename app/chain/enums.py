@@ -62,6 +62,13 @@ class TaskState(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
 
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL_TASK_STATES
+
+
+_TERMINAL_TASK_STATES = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED})
+
 
 class ErrorCode(StrEnum):
     """Why a chain or a tool call failed. The set is fixed and documented in the README."""

@@ -37,10 +37,6 @@ class RunChannel:
     def last_seq(self) -> int:
         return len(self._events)
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     def publish(self, events: Sequence[StreamEvent]) -> None:
         if self._closed:
             raise RuntimeError("the run's stream is closed")

@@ -51,6 +51,7 @@ class _LiveRun:
     recorder: RunRecorder
     channel: RunChannel = field(default_factory=RunChannel)
     costs: list[CostRecord] = field(default_factory=list)
+    # Held so the event loop's weak reference is not the only one to the reading task.
     reader: asyncio.Task[None] | None = None
     # Set once the run's last event is stored (or storing it failed for good).
     stored: asyncio.Event = field(default_factory=asyncio.Event)

@@ -46,10 +46,8 @@ class ChainRepository(TenantScoped):
             statement = statement.where(cursor.before(c.started_at, c.id))
         statement = statement.order_by(c.started_at.desc(), c.id.desc()).limit(limit + 1)
         rows = (await self.connection.execute(statement)).all()
-        items = [ChainRecord.model_validate(row._mapping) for row in rows[:limit]]
-        more = len(rows) > limit
-        next_cursor = Cursor(items[-1].started_at, items[-1].id).encode() if more else None
-        return Page(items, next_cursor)
+        fetched = [ChainRecord.model_validate(row._mapping) for row in rows]
+        return Page.of(fetched, limit, lambda chain: Cursor(chain.started_at, chain.id))
 
     async def get_by_task(self, task_id: UUID) -> ChainRecord | None:
         statement = self._select().where(

@@ -3,6 +3,7 @@
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -52,3 +53,10 @@ class Cursor:
 class Page(Generic[T]):
     items: list[T]
     next_cursor: str | None
+
+    @classmethod
+    def of(cls, fetched: list[T], limit: int, key: Callable[[T], Cursor]) -> "Page[T]":
+        """A page from up to `limit + 1` fetched items: the extra one says there is more."""
+        items = fetched[:limit]
+        more = len(fetched) > limit
+        return cls(items, key(items[-1]).encode() if more else None)

@@ -32,7 +32,7 @@ class TaskRecord(_Record):
 
     @property
     def is_finished(self) -> bool:
-        return self.status in (TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED)
+        return self.status.is_terminal
 
 
 class ChainRecord(_Record):

@@ -22,7 +22,7 @@ from app.storage.tables import (
     tasks,
 )
 
-_UNFINISHED = (TaskState.SUBMITTED, TaskState.WORKING)
+_UNFINISHED = [state for state in TaskState if not state.is_terminal]
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,5 @@ class TaskRepository(TenantScoped):
             statement = statement.where(cursor.before(tasks.c.created_at, tasks.c.id))
         statement = statement.order_by(tasks.c.created_at.desc(), tasks.c.id.desc())
         rows = (await self.connection.execute(statement.limit(limit + 1))).all()
-        items = [TaskRecord.model_validate(row._mapping) for row in rows[:limit]]
-        more = len(rows) > limit
-        next_cursor = Cursor(items[-1].created_at, items[-1].id).encode() if more else None
-        return Page(items, next_cursor)
+        fetched = [TaskRecord.model_validate(row._mapping) for row in rows]
+        return Page.of(fetched, limit, lambda task: Cursor(task.created_at, task.id))

@@ -12,16 +12,25 @@ def _events(first: int, last: int) -> list[StreamEvent]:
     return [StreamEvent(seq, "task_status", f'{{"n":{seq}}}') for seq in range(first, last + 1)]
 
 
-async def _read(channel: RunChannel, after: int = 0) -> list[int]:
-    return [event.seq async for event in channel.follow(after) if event is not None]
+async def _read(
+    channel: RunChannel, after: int = 0, *, caught_up: asyncio.Event | None = None
+) -> list[int]:
+    seqs: list[int] = []
+    async for event in channel.follow(after):
+        assert event is not None
+        seqs.append(event.seq)
+        if caught_up is not None and event.seq == channel.last_seq:
+            caught_up.set()  # it goes on to wait for more before anyone else runs
+    return seqs
 
 
 async def test_subscribers_get_every_event_after_their_position_then_the_end() -> None:
     channel = RunChannel()
     channel.publish(_events(1, 3))
-    early = asyncio.create_task(_read(channel))
+    caught_up = asyncio.Event()
+    early = asyncio.create_task(_read(channel, caught_up=caught_up))
     late = asyncio.create_task(_read(channel, after=4))
-    await asyncio.sleep(0)  # both are now waiting for more
+    await caught_up.wait()  # `early` has read 1..3 and now waits on the channel
     channel.publish(_events(4, 6))
     channel.close()
     assert await early == [1, 2, 3, 4, 5, 6]
