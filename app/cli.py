@@ -68,7 +68,7 @@ def _serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from app.api import create_app
 
-    settings.resolved_jwt_secret()  # refuse a weak or missing secret before anything else
+    settings.hs256_secret()  # refuse a weak or missing secret before anything else
     url = _migrate_database(settings)
     print(f"omniforge: database {url} is at the latest schema", file=sys.stderr)
     uvicorn.run(
@@ -127,11 +127,26 @@ def _openapi(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
+def _tenant(args: argparse.Namespace, settings: Settings) -> int:
+    from app.governance.admin import TenantCommandError, run_tenant_command
+
+    _migrate_database(settings)
+    try:
+        lines = asyncio.run(run_tenant_command(settings, args))
+    except TenantCommandError as exc:
+        print(f"omniforge: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    for line in lines:
+        print(line)
+    return EXIT_OK
+
+
 _SERVICE_COMMANDS = {
     "serve": _serve,
     "migrate": _migrate,
     "token": _token,
     "openapi": _openapi,
+    "tenant": _tenant,
 }
 
 
@@ -168,6 +183,16 @@ def _parser() -> argparse.ArgumentParser:
     token.add_argument("--sub", required=True, help="the user id (`sub` claim)")
     token.add_argument("--roles", default="member", help="comma-separated roles")
     token.add_argument("--ttl", default="1h", type=_duration, help="lifetime: 90s, 30m, 12h, 7d")
+    tenant = commands.add_parser("tenant", help="create, list, disable or enable tenants")
+    tenant_commands = tenant.add_subparsers(dest="tenant_command", required=True)
+    create = tenant_commands.add_parser("create", help="create a tenant; prints its id")
+    create.add_argument("name", help="its display name")
+    create.add_argument("--id", help="the id tokens carry (default: derived from the name)")
+    create.add_argument("--tools", help="comma-separated tools its runs may use (default: all)")
+    tenant_commands.add_parser("list", help="list tenants: id, status, name")
+    for verb in ("disable", "enable"):
+        command = tenant_commands.add_parser(verb, help=f"{verb} a tenant")
+        command.add_argument("id", help="the tenant id")
     openapi = commands.add_parser("openapi", help="print the API's OpenAPI document")
     openapi.add_argument("--output", type=Path, help="write it here (openapi/openapi.json)")
     tools = commands.add_parser("tools", help="list the tools with their JSON schemas")

@@ -37,7 +37,9 @@ from app.chain import (
     VisibilityConfig,
 )
 from app.chain.models import utc_now
+from app.runs.audit import ToolAuditor
 from app.runs.recorder import RunRecorder
+from app.security.visibility import ReaderView, VisibilityPolicy
 from app.storage import Database
 from app.storage.run_log import RunLog, RunnerLease
 from app.storage.types import RawJSON
@@ -187,7 +189,16 @@ async def build_chain(database_url: str, steps: int = STEPS) -> UUID:
             "started_at": now,
         },
     )
-    recorder = RunRecorder(task_id, TENANT, chain)
+    auditor = ToolAuditor(
+        task_id=task_id,
+        chain_id=chain.id,
+        actor="bench",
+        redactor=ReaderView(
+            VisibilityPolicy(), roles=frozenset(), full_access=False, sensitive_fields=()
+        ),
+        audit_levels={},
+    )
+    recorder = RunRecorder(task_id, TENANT, chain, auditor)
     tid, cid = str(task_id), chain.id
     batch: list[ChainEvent] = [
         ChainStartedEvent(task_id=tid, chain_id=cid),

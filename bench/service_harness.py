@@ -22,8 +22,10 @@ import asyncpg  # type: ignore[import-untyped]
 import uvloop
 import yaml
 
+from app.chain.models import utc_now
 from app.security import mint_token
 from app.storage import Database, upgrade_to_head
+from app.storage.tenants import TenantRepository
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_LLM = ROOT / "tests" / "fakes" / "openai_server.py"
@@ -142,6 +144,8 @@ async def postgres_database() -> AsyncIterator[str]:
         database = Database(url)
         try:
             await upgrade_to_head(database)
+            async with database.transaction() as connection:
+                await TenantRepository(connection).create(TENANT, "Benchmarks", at=utc_now())
         finally:
             await database.dispose()
         yield url

@@ -106,14 +106,14 @@ async def service(running: Service) -> AsyncIterator[Service]:
 
 
 @pytest.fixture
-def tenant() -> str:
+async def tenant(running: Service) -> str:
     """A tenant of its own for each test, so tests never see each other's data."""
-    return f"t-{uuid4().hex[:12]}"
+    return await running.create_tenant(f"t-{uuid4().hex[:12]}")
 
 
 @pytest.fixture
-def other_tenant() -> str:
-    return f"o-{uuid4().hex[:12]}"
+async def other_tenant(running: Service) -> str:
+    return await running.create_tenant(f"o-{uuid4().hex[:12]}")
 
 
 @pytest.fixture

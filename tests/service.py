@@ -6,7 +6,7 @@ import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,8 @@ from app.api import create_app
 from app.api.state import AppState
 from app.config import Settings
 from app.security import mint_token
+from app.storage.tenants import TenantRepository
+from tests.api.tools import BUILTIN_TOOLS, TEST_TOOLS
 from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer
 
@@ -120,6 +122,20 @@ class Service:
     ) -> str:
         return mint_token(JWT_SECRET, tenant_id=tenant, subject=sub, roles=roles, ttl=ttl)
 
+    async def create_tenant(
+        self, tenant_id: str, *, enabled_tools: Sequence[str] | None = tuple(BUILTIN_TOOLS)
+    ) -> str:
+        """A tenant of this service. By default its runs use the built-in tools only, so the
+        tools registered for particular tests are offered only where those tests enable them."""
+        async with self.state.database.transaction() as connection:
+            await TenantRepository(connection).create(
+                tenant_id,
+                f"Tenant {tenant_id}",
+                at=datetime.now(UTC),
+                enabled_tools=None if enabled_tools is None else list(enabled_tools),
+            )
+        return tenant_id
+
     def client(self, tenant: str | None = None, **token: Any) -> httpx.AsyncClient:
         headers = {}
         if tenant is not None:
@@ -129,6 +145,6 @@ class Service:
 
 @asynccontextmanager
 async def running_service(settings: Settings, fake_llm: FakeLLMServer) -> AsyncIterator[Service]:
-    app = create_app(settings)
+    app = create_app(settings, tools=TEST_TOOLS)
     async with serve(app) as base_url:
         yield Service(base_url, app, settings, fake_llm)

@@ -19,6 +19,7 @@ from app.chain import (
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.executor import ToolExecutor
 from app.tools.models import ToolCallContext, ToolDefinition
+from app.tools.permissions import permits
 from app.tools.results import ToolInvocation, ToolResult
 
 
@@ -85,19 +86,22 @@ class ReasoningEngine:
             tenant_id=task.tenant_id,
             user_id=task.user_id,
             allowed_tools=allowed,
+            roles=task.roles,
         )
         self._llm_context = replace(self._context, on_delta=on_delta)
         # The last LLM call's step number and conversation, to record the next one compactly.
         self._last_conversation: tuple[int, list[dict[str, Any]]] | None = None
 
     def available_tools(self) -> list[ToolDefinition]:
-        """The tools this task may call, the LLM excluded."""
+        """The tools offered to the model: those this task may call and its caller may use,
+        the LLM excluded."""
         allowed = self._context.allowed_tools
         return [
             definition
             for definition in self._executor.registry.list_tools()
             if definition.type is not ToolType.LLM
             and (allowed is None or definition.name in allowed)
+            and permits(definition, self.task.roles)
         ]
 
     def add_thinking(

@@ -20,6 +20,11 @@ class AgentTask(BaseModel):
     tools: list[str] | None = Field(
         default=None, description="The tools this task may use; None for every tool."
     )
+    roles: frozenset[str] | None = Field(
+        default=None,
+        description="The submitting caller's roles: tools it may not use are not offered, and "
+        "calls to them are refused. None: no caller to check (library use).",
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -12,6 +12,7 @@ from app.tools.builtin.llm import LLMTool
 from app.tools.executor import ToolExecutor
 from app.tools.guards import ToolGuard
 from app.tools.models import RetryPolicy
+from app.tools.permissions import ToolPermissionGuard
 from app.tools.recording import CostRecorder
 from app.tools.registry import ToolRegistry
 
@@ -51,7 +52,10 @@ class AgentRuntime:
         )
         registry.register(LLMTool(gateway, registry, timeout_s=settings.llm_timeout_s, retry=retry))
         executor = ToolExecutor(
-            registry, guards=guards, recorder=recorder, max_result_chars=settings.max_result_chars
+            registry,
+            guards=[ToolPermissionGuard(), *guards],
+            recorder=recorder,
+            max_result_chars=settings.max_result_chars,
         )
         agent = ReActAgent(
             executor,

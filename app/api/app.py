@@ -2,7 +2,7 @@
 
 import gc
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -15,11 +15,16 @@ from app.api.errors import install_error_handlers
 from app.api.openapi import install_openapi
 from app.api.state import AppState
 from app.api.tasks.router import router as tasks_router
+from app.api.tenants.router import router as tenants_router
+from app.api.tools.router import router as tools_router
 from app.config import Settings
+from app.governance.tenants import TenantDirectory, ensure_default_tenant
 from app.runs import RunManager
 from app.security import TokenVerifier
 from app.storage import Database, current_revision, head_revision
 from app.storage.run_log import RunLog
+from app.tools.base import BaseTool
+from app.tools.builtin import builtin_tools
 
 logger = logging.getLogger(__name__)
 
@@ -29,12 +34,14 @@ API_VERSION = "1.0.0"
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    verifier = TokenVerifier(settings.resolved_jwt_secret(), leeway_s=settings.jwt_leeway_s)
+    verifier = TokenVerifier.from_settings(settings)
     database = Database(settings.resolved_database_url(), pool_size=settings.database_pool_size)
+    tenants = TenantDirectory(database, ttl_s=settings.tenant_cache_s)
     try:
         run_log = RunLog(database)
         runs = RunManager(run_log, heartbeat_s=settings.runner_heartbeat_s)
-        runtime = AgentRuntime.build(settings, recorder=runs)
+        tools: list[BaseTool] = [*builtin_tools(), *app.state.extra_tools]
+        runtime = AgentRuntime.build(settings, tools=tools, recorder=runs)
         runs.attach(runtime)
         await runtime.gateway.warm_up()
         # What start-up built lives as long as the process: keep it out of the collector's
@@ -43,6 +50,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         gc.freeze()
         revision = await current_revision(database)
         if revision == head_revision():
+            if settings.env == "development":
+                await ensure_default_tenant(database)
             await runs.start()
         else:
             logger.error(
@@ -55,15 +64,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             runs=runs,
             run_log=run_log,
             verifier=verifier,
+            tenants=tenants,
         )
         yield
         await runs.stop(settings.shutdown_grace_s)
     finally:
+        await verifier.aclose()
         await database.dispose()
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The OmniForge service. `uvicorn --factory app.api:create_app` or `omniforge serve`."""
+def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = ()) -> FastAPI:
+    """The OmniForge service. `uvicorn --factory app.api:create_app` or `omniforge serve`.
+    `tools` are registered besides the built-in ones."""
     app = FastAPI(
         title="OmniForge",
         version=API_VERSION,
@@ -72,10 +84,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=_lifespan,
     )
     app.state.settings = settings or Settings()
+    app.state.extra_tools = list(tools)
     install_error_handlers(app)
     install_openapi(app)
     app.add_middleware(BearerAuthentication)
     app.include_router(health.router)
     app.include_router(tasks_router)
     app.include_router(chains_router)
+    app.include_router(tenants_router)
+    app.include_router(tools_router)
     return app

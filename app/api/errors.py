@@ -11,9 +11,17 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from app.runs.errors import InvalidSubmission, NotFound, TaskAlreadyFinished
+from app.runs.errors import (
+    Forbidden,
+    InvalidSubmission,
+    NotFound,
+    TaskAlreadyFinished,
+    TenantRefused,
+    ToolsNotPermitted,
+)
 from app.security import AuthenticationFailed
 from app.storage.pagination import InvalidCursor
+from app.storage.tenants import TenantExists
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +42,10 @@ class ProblemType:
 
 BAD_REQUEST = ProblemType("bad-request", "Bad request", 400)
 UNAUTHORIZED = ProblemType("unauthorized", "Authentication required", 401)
+FORBIDDEN = ProblemType("forbidden", "Permission denied", 403)
+TENANT_UNKNOWN = ProblemType("tenant-unknown", "Unknown tenant", 403)
+TENANT_DISABLED = ProblemType("tenant-disabled", "Tenant disabled", 403)
+TENANT_EXISTS = ProblemType("tenant-exists", "Tenant already exists", 409)
 NOT_FOUND = ProblemType("not-found", "Not found", 404)
 METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", "Method not allowed", 405)
 TASK_FINISHED = ProblemType("task-finished", "Task already finished", 409)
@@ -57,6 +69,9 @@ class Problem(BaseModel):
     status: int
     detail: str
     errors: list[FieldProblem] | None = None
+    permission: str | None = Field(
+        default=None, description="On 403 `forbidden`: the permission the caller lacks."
+    )
 
 
 class ApiError(Exception):
@@ -69,12 +84,14 @@ class ApiError(Exception):
         *,
         errors: list[FieldProblem] | None = None,
         headers: dict[str, str] | None = None,
+        permission: str | None = None,
     ) -> None:
         super().__init__(detail)
         self.problem = problem
         self.detail = detail
         self.errors = errors
         self.headers = headers
+        self.permission = permission
 
 
 def problem_response(
@@ -83,9 +100,15 @@ def problem_response(
     *,
     errors: list[FieldProblem] | None = None,
     headers: dict[str, str] | None = None,
+    permission: str | None = None,
 ) -> JSONResponse:
     body = Problem(
-        type=problem.uri, title=problem.title, status=problem.status, detail=detail, errors=errors
+        type=problem.uri,
+        title=problem.title,
+        status=problem.status,
+        detail=detail,
+        errors=errors,
+        permission=permission,
     )
     return JSONResponse(
         body.model_dump(exclude_none=True),
@@ -107,6 +130,23 @@ def _as_api_error(exc: Exception) -> ApiError | None:
             return ApiError(UNAUTHORIZED, exc.reason, headers={"WWW-Authenticate": challenge})
         case NotFound():
             return ApiError(NOT_FOUND, str(exc))
+        case Forbidden():
+            return ApiError(FORBIDDEN, str(exc), permission=exc.permission)
+        case TenantRefused():
+            problem = TENANT_DISABLED if exc.disabled else TENANT_UNKNOWN
+            return ApiError(problem, str(exc))
+        case TenantExists():
+            return ApiError(TENANT_EXISTS, str(exc))
+        case ToolsNotPermitted():
+            errors = [
+                FieldProblem(field=f"body.{p.field}", message=p.message) for p in exc.problems
+            ]
+            return ApiError(
+                FORBIDDEN,
+                "the task names tools the caller's roles may not use",
+                errors=errors,
+                permission="tool:execute",
+            )
         case TaskAlreadyFinished():
             return ApiError(TASK_FINISHED, str(exc))
         case InvalidSubmission():
@@ -125,7 +165,13 @@ def error_response(exc: Exception) -> JSONResponse:
     error = _as_api_error(exc)
     if error is None:
         raise TypeError(f"{type(exc).__name__} is not a mapped error")
-    return problem_response(error.problem, error.detail, errors=error.errors, headers=error.headers)
+    return problem_response(
+        error.problem,
+        error.detail,
+        errors=error.errors,
+        headers=error.headers,
+        permission=error.permission,
+    )
 
 
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
@@ -183,6 +229,9 @@ def install_error_handlers(app: FastAPI) -> None:
         ApiError,
         AuthenticationFailed,
         NotFound,
+        Forbidden,
+        TenantRefused,
+        TenantExists,
         TaskAlreadyFinished,
         InvalidSubmission,
         InvalidCursor,
@@ -198,8 +247,9 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
     descriptions = {
         400: "Bad request",
         401: "Missing, expired or invalid bearer token",
+        403: "The caller's roles do not permit this, or its tenant is unknown or disabled",
         404: "No such resource in the caller's tenant",
-        409: "The task has already finished",
+        409: "Conflict with the resource's current state",
         422: "Invalid input; `errors` lists each field",
         503: "Not ready",
     }

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from app.agents import AgentRuntime
 from app.config import Settings
+from app.governance.tenants import TenantDirectory
 from app.runs import RunManager
 from app.security import TokenVerifier
 from app.storage import Database
@@ -18,3 +19,4 @@ class AppState:
     runs: RunManager
     run_log: RunLog
     verifier: TokenVerifier
+    tenants: TenantDirectory

@@ -4,15 +4,35 @@ follows the same in-memory list from its own position; publishing wakes them all
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from uuid import UUID
+
+from app.security.visibility import StepFacts
+
+
+@dataclass(frozen=True, slots=True)
+class StepParts:
+    """A `reasoning_step` event's parts, so a reader's view of the step can be rendered
+    without decoding the event: the step's and the metrics' JSON text, and the facts the
+    visibility filter decides by."""
+
+    task_id: UUID
+    chain_id: UUID
+    timestamp: datetime
+    step: str
+    metrics: str
+    facts: StepFacts
 
 
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
-    """One event of a task's stream: `seq` is its SSE id, `data` its JSON."""
+    """One event of a task's stream: `seq` is its SSE id, `data` its JSON; `step` is set on
+    `reasoning_step` events."""
 
     seq: int
     type: str
     data: str
+    step: StepParts | None = field(default=None, repr=False, compare=False)
     frame: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

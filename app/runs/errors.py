@@ -27,3 +27,25 @@ class NotFound(Exception):
         super().__init__(f"{kind} {resource_id} not found")
         self.kind = kind
         self.resource_id = resource_id
+
+
+class ToolsNotPermitted(InvalidSubmission):
+    """The task names tools its caller's roles may not use."""
+
+
+class Forbidden(Exception):
+    """The caller is known but may not do this; `permission` names what it lacks."""
+
+    def __init__(self, message: str, *, permission: str | None = None) -> None:
+        super().__init__(message)
+        self.permission = permission
+
+
+class TenantRefused(Exception):
+    """A token names a tenant that does not exist or is disabled."""
+
+    def __init__(self, tenant_id: str, *, disabled: bool) -> None:
+        state = "is disabled" if disabled else "does not exist"
+        super().__init__(f"the token's tenant {tenant_id!r} {state}")
+        self.tenant_id = tenant_id
+        self.disabled = disabled

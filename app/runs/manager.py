@@ -19,16 +19,19 @@ from app.chain import (
     TaskState,
 )
 from app.chain.models import utc_now
+from app.runs.audit import ToolAuditor
 from app.runs.channel import RunChannel, StreamEvent
-from app.runs.errors import InvalidSubmission
-from app.runs.models import TaskSubmission
+from app.runs.errors import InvalidSubmission, ToolsNotPermitted
+from app.runs.models import RunPolicy, TaskSubmission
 from app.runs.recorder import RunRecorder
 from app.security import Principal
+from app.security.visibility import ReaderView, VisibilityPolicy
 from app.storage.records import TaskRecord
 from app.storage.run_log import RunLog, RunnerLease, RunWrite
 from app.storage.types import RawJSON
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.errors import FieldError
+from app.tools.permissions import permits
 from app.tools.recording import CostRecord
 
 logger = logging.getLogger(__name__)
@@ -73,6 +76,8 @@ class RunManager:
     def __init__(self, log: RunLog, *, heartbeat_s: float = 10.0) -> None:
         self._log = log
         self._runtime: AgentRuntime | None = None
+        self._tool_sensitive_fields: frozenset[str] = frozenset()
+        self._audit_levels: dict[str, str] = {}
         self._runs: dict[UUID, _LiveRun] = {}
         self._heartbeat_s = heartbeat_s
         self._heartbeat: asyncio.Task[None] | None = None
@@ -104,12 +109,22 @@ class RunManager:
     def attach(self, runtime: AgentRuntime) -> None:
         """The runtime is built with this manager as its cost recorder, then attached."""
         self._runtime = runtime
+        definitions = runtime.registry.list_tools()
+        self._tool_sensitive_fields = frozenset(
+            name for definition in definitions for name in definition.visibility.sensitive_fields
+        )
+        self._audit_levels = {d.name: d.permissions.audit_level for d in definitions}
 
     @property
     def runtime(self) -> AgentRuntime:
         if self._runtime is None:
             raise RuntimeError("no agent runtime attached")
         return self._runtime
+
+    @property
+    def tool_sensitive_fields(self) -> frozenset[str]:
+        """Every registered tool's sensitive field names: redacted for restricted readers."""
+        return self._tool_sensitive_fields
 
     @property
     def active_runs(self) -> int:
@@ -124,24 +139,38 @@ class RunManager:
         if live is not None:
             live.costs.append(record)
 
-    def validate(self, submission: TaskSubmission) -> None:
-        """Refuses a task naming a model or tools this service does not have."""
+    def validate(self, submission: TaskSubmission, policy: RunPolicy) -> None:
+        """Refuses a task naming a model or tools this service does not have or its tenant
+        did not enable (`InvalidSubmission`), or tools its caller may not use
+        (`ToolsNotPermitted`)."""
         runtime = self.runtime
         problems: list[FieldError] = []
+        refused: list[FieldError] = []
         if submission.model is not None and not runtime.gateway.has_model(submission.model):
             known = ", ".join(runtime.gateway.model_names())
             problems.append(
                 FieldError("model", f"unknown model {submission.model!r}; available: {known}")
             )
+        enabled = policy.enabled_tools
         for index, name in enumerate(submission.tools or []):
+            field = f"tools.{index}"
             if name == LLM_TOOL_NAME or name not in runtime.registry:
-                problems.append(FieldError(f"tools.{index}", f"unknown tool {name!r}"))
+                problems.append(FieldError(field, f"unknown tool {name!r}"))
+            elif enabled is not None and name not in enabled:
+                problems.append(FieldError(field, f"{name!r} is not enabled for this tenant"))
+            elif not permits(definition := runtime.registry.definition(name), policy.roles):
+                roles = ", ".join(definition.permissions.required_roles)
+                refused.append(FieldError(field, f"{name!r} requires one of the roles: {roles}"))
         if problems:
             raise InvalidSubmission(problems)
+        if refused:
+            raise ToolsNotPermitted(refused)
 
-    async def submit(self, principal: Principal, submission: TaskSubmission) -> SubmittedTask:
+    async def submit(
+        self, principal: Principal, submission: TaskSubmission, policy: RunPolicy
+    ) -> SubmittedTask:
         """Stores the task and its chain, then starts the run; returns once both rows exist."""
-        self.validate(submission)
+        self.validate(submission, policy)
         runtime = self.runtime
         task_id, now = uuid4(), utc_now()
         model = submission.model or runtime.settings.default_model
@@ -183,11 +212,27 @@ class RunManager:
             tenant_id=principal.tenant_id,
             user_id=principal.subject,
             model=model,
-            tools=submission.tools,
+            tools=submission.tools
+            if submission.tools is not None or policy.enabled_tools is None
+            else sorted(policy.enabled_tools),
+            roles=policy.roles,
             metadata=submission.metadata,
         )
         run = runtime.agent.start(task, chain=chain)
-        live = _LiveRun(task_id, run, RunRecorder(task_id, principal.tenant_id, chain))
+        auditor = ToolAuditor(
+            task_id=task_id,
+            chain_id=chain.id,
+            actor=principal.subject,
+            redactor=ReaderView(
+                VisibilityPolicy(),
+                roles=frozenset(),
+                full_access=False,
+                sensitive_fields=policy.sensitive_fields | self._tool_sensitive_fields,
+            ),
+            audit_levels=self._audit_levels,
+        )
+        recorder = RunRecorder(task_id, principal.tenant_id, chain, auditor)
+        live = _LiveRun(task_id, run, recorder)
         self._runs[task_id] = live
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_groups(), name="run-writer")

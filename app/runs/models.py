@@ -1,5 +1,6 @@
 """What a client submits."""
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Annotated, Any, Literal, Self
 
@@ -67,3 +68,14 @@ class TaskSubmission(BaseModel):
         if self.tools is not None and len(set(self.tools)) != len(self.tools):
             raise ValueError("`tools` lists a tool twice")
         return self
+
+
+@dataclass(frozen=True, slots=True)
+class RunPolicy:
+    """What a task's tenant and caller allow its run: the caller's roles (for tools'
+    `required_roles`), the tools the tenant enabled (None: all) and the tenant's extra
+    sensitive field names (for the audit log's redaction)."""
+
+    roles: frozenset[str]
+    enabled_tools: frozenset[str] | None = None
+    sensitive_fields: frozenset[str] = frozenset()

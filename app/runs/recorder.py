@@ -14,10 +14,15 @@ from app.chain import (
     DoneEvent,
     ReasoningChain,
     ReasoningStepEvent,
+    StepType,
     TaskState,
     TaskStatusEvent,
+    ToolType,
+    VisibilityLevel,
 )
-from app.runs.channel import StreamEvent
+from app.runs.audit import ToolAuditor
+from app.runs.channel import StepParts, StreamEvent
+from app.security.visibility import StepFacts
 from app.storage.records import StoredEvent, StoredStep
 from app.storage.run_log import RunWrite
 from app.storage.types import RawJSON
@@ -36,23 +41,49 @@ def step_event_data(
     )
 
 
+def step_facts(
+    step_type: str, tool_type: str | None, tool_name: str | None, level: str
+) -> StepFacts:
+    """A stored step's facts, from its row's columns."""
+    return StepFacts(
+        type=StepType(step_type),
+        tool_type=None if tool_type is None else ToolType(tool_type),
+        tool_name=tool_name,
+        level=VisibilityLevel(level),
+    )
+
+
+def step_stream_event(seq: int, parts: StepParts) -> StreamEvent:
+    data = step_event_data(
+        parts.task_id, parts.chain_id, parts.timestamp, parts.step, parts.metrics
+    )
+    return StreamEvent(seq, "reasoning_step", data, parts)
+
+
 def stream_event(task_id: UUID, chain_id: UUID, stored: StoredEvent | StoredStep) -> StreamEvent:
     """A stored event as it streamed live."""
     if isinstance(stored, StoredStep):
-        data = step_event_data(task_id, chain_id, stored.timestamp, stored.step, stored.metrics)
-        return StreamEvent(stored.seq, "reasoning_step", data)
+        facts = step_facts(stored.type, stored.tool_type, stored.tool_name, stored.visibility)
+        parts = StepParts(task_id, chain_id, stored.timestamp, stored.step, stored.metrics, facts)
+        return step_stream_event(stored.seq, parts)
     return StreamEvent(stored.seq, stored.type, stored.data)
 
 
 class RunRecorder:
-    """Numbers one run's events (the stream's gap-free `seq`) and builds each batch's write."""
+    """Numbers one run's events (the stream's gap-free `seq`) and builds each batch's write,
+    with an audit event for every tool call."""
 
-    def __init__(self, task_id: UUID, tenant_id: str, chain: ReasoningChain) -> None:
+    def __init__(
+        self, task_id: UUID, tenant_id: str, chain: ReasoningChain, auditor: ToolAuditor
+    ) -> None:
         self.task_id = task_id
         self.tenant_id = tenant_id
         self.chain = chain
         self.last_seq = 0
+        self._auditor = auditor
         self._final_answer: str | None = None
+        # Each open call's tool, by correlation id, so its result step names it too.
+        self._tools: dict[UUID, tuple[ToolType, str]] = {}
 
     def record(
         self, batch: list[ChainEvent], costs: list[CostRecord]
@@ -66,24 +97,29 @@ class RunRecorder:
             if isinstance(event, ReasoningStepEvent):
                 step_json = event.step.model_dump_json()
                 latest_metrics = event.metrics.model_dump_json()
-                write.steps.append(self._step_row(seq, event, step_json, latest_metrics))
-                data = step_event_data(
-                    self.task_id, self.chain.id, event.timestamp, step_json, latest_metrics
+                facts = self._facts(event)
+                write.steps.append(self._step_row(seq, event, step_json, latest_metrics, facts))
+                audit = self._auditor.observe(event.step, step_json, facts, event.timestamp)
+                if audit is not None:
+                    write.audits.append({**audit, "tenant_id": self.tenant_id})
+                parts = StepParts(
+                    self.task_id, self.chain.id, event.timestamp, step_json, latest_metrics, facts
                 )
+                published.append(step_stream_event(seq, parts))
                 if event.step.synthesis is not None:
                     self._final_answer = event.step.synthesis.conclusion
-            else:
-                data = event.model_dump_json()
-                write.events.append(
-                    {
-                        "task_id": self.task_id,
-                        "seq": seq,
-                        "tenant_id": self.tenant_id,
-                        "type": event.type,
-                        "data": RawJSON(data),
-                    }
-                )
-                self._apply(event, write)
+                continue
+            data = event.model_dump_json()
+            write.events.append(
+                {
+                    "task_id": self.task_id,
+                    "seq": seq,
+                    "tenant_id": self.tenant_id,
+                    "type": event.type,
+                    "data": RawJSON(data),
+                }
+            )
+            self._apply(event, write)
             published.append(StreamEvent(seq, event.type, data))
         if latest_metrics is not None and "metrics" not in write.chain_changes:
             write.chain_changes["metrics"] = RawJSON(latest_metrics)
@@ -114,11 +150,30 @@ class RunRecorder:
         elif isinstance(event, DoneEvent):
             write.task_changes.update(status=event.final_state, finished_at=event.timestamp)
 
+    def _facts(self, event: ReasoningStepEvent) -> StepFacts:
+        step = event.step
+        tool: tuple[ToolType, str] | None = None
+        if step.tool_call is not None:
+            tool = (step.tool_call.tool_type, step.tool_call.tool_name)
+            self._tools[step.tool_call.correlation_id] = tool
+        elif step.tool_result is not None:
+            tool = self._tools.pop(step.tool_result.correlation_id, None)
+        return StepFacts(
+            type=StepType(step.type),
+            tool_type=None if tool is None else tool[0],
+            tool_name=None if tool is None else tool[1],
+            level=VisibilityLevel(step.visibility.level),
+        )
+
     def _step_row(
-        self, seq: int, event: ReasoningStepEvent, step_json: str, metrics_json: str
+        self,
+        seq: int,
+        event: ReasoningStepEvent,
+        step_json: str,
+        metrics_json: str,
+        facts: StepFacts,
     ) -> dict[str, Any]:
         step = event.step
-        tool_name = step.tool_call.tool_name if step.tool_call is not None else None
         return {
             "chain_id": self.chain.id,
             "step_number": step.step_number,
@@ -126,7 +181,8 @@ class RunRecorder:
             "tenant_id": self.tenant_id,
             "seq": seq,
             "type": step.type,
-            "tool_name": tool_name,
+            "tool_type": facts.tool_type,
+            "tool_name": facts.tool_name,
             "visibility": step.visibility.level,
             "timestamp": step.timestamp,
             "data": RawJSON(step_json),

@@ -1,11 +1,13 @@
-"""A task's stream for one subscriber: what it missed, from the store, then live events."""
+"""A task's stream for one subscriber: what it missed, from the store, then live events, as
+this subscriber may see them."""
 
 from collections.abc import AsyncIterator
 from uuid import UUID
 
-from app.runs.channel import StreamEvent
+from app.runs.channel import StepParts, StreamEvent
 from app.runs.manager import RunManager
-from app.runs.recorder import stream_event
+from app.runs.recorder import step_stream_event, stream_event
+from app.security.visibility import ReaderView
 from app.storage.run_log import RunLog
 
 REPLAY_PAGE = 500
@@ -20,14 +22,58 @@ async def task_stream(
     *,
     after: int,
     keepalive_s: float | None,
+    view: ReaderView | None = None,
 ) -> AsyncIterator[StreamEvent | None]:
     """Every event with `seq > after`, in order, with no gap and no duplicate; `None` for a
     keep-alive. Ends after `done`, or, for a run that is not live here, after what is stored.
 
-    A live run's channel holds every event it has published, and publishes only what is
-    stored, so a subscriber that finds the channel needs nothing from the store; one that does
-    not find it is looking at a run whose every event is already stored.
+    With a `view` that lacks full access, each step is sent as that view renders it and hidden
+    steps are left out; ids stay the stream's own, so a reconnect resumes where it left off.
+    Such a view reads from the start, so that secrets of earlier steps are known to it.
     """
+    if view is not None and view.full_access:
+        view = None
+    events = _events(manager, log, task_id, tenant_id, chain_id, 0 if view else after, keepalive_s)
+    if view is None:
+        async for event in events:
+            yield event
+        return
+    async for event in events:
+        if event is None or event.step is None:
+            if event is None or event.seq > after:
+                yield event
+            continue
+        parts = event.step
+        if event.seq <= after:
+            view.learn(parts.step, parts.facts)
+            continue
+        rendered = view.render(parts.step, parts.facts)
+        if rendered is None:
+            continue
+        if rendered is parts.step:
+            yield event
+        else:
+            yield step_stream_event(event.seq, _with_step(parts, rendered))
+
+
+def _with_step(parts: StepParts, step: str) -> StepParts:
+    return StepParts(
+        parts.task_id, parts.chain_id, parts.timestamp, step, parts.metrics, parts.facts
+    )
+
+
+async def _events(
+    manager: RunManager,
+    log: RunLog,
+    task_id: UUID,
+    tenant_id: str,
+    chain_id: UUID,
+    after: int,
+    keepalive_s: float | None,
+) -> AsyncIterator[StreamEvent | None]:
+    """A live run's channel holds every event it has published, and publishes only what is
+    stored, so a subscriber that finds the channel needs nothing from the store; one that does
+    not find it is looking at a run whose every event is already stored."""
     channel = manager.channel(task_id)
     if channel is not None:
         async for event in channel.follow(after, keepalive_s=keepalive_s):

@@ -1,16 +1,24 @@
-"""Bearer JWTs: verified with PyJWT against an explicit algorithm allow-list."""
+"""Bearer JWTs: our own HS256 tokens and, through a JWKS, an external identity provider's,
+verified with PyJWT against an explicit algorithm allow-list."""
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, Self
 
 import jwt
 
+from app.config import Settings
 from app.security.principal import Principal
 
+if TYPE_CHECKING:
+    from app.security.jwks import JWKSClient
+
+logger = logging.getLogger(__name__)
+
 HS256 = "HS256"
-_REQUIRED_CLAIMS = ["exp", "sub", "tenant_id"]
-_MAX_ID_CHARS = {"sub": 255, "tenant_id": 64}
+_MAX_SUBJECT_CHARS = 255
+_MAX_TENANT_CHARS = 64
 
 
 class AuthenticationFailed(Exception):
@@ -23,23 +31,146 @@ class AuthenticationFailed(Exception):
 
 
 class TokenVerifier:
-    """Verifies HS256 tokens: signature, `exp` (required), `nbf`/`iat` when present, and the
-    `sub`, `tenant_id` and `roles` claims. Never trusts the token's own `alg` header."""
+    """Verifies bearer tokens and returns who is calling.
 
-    def __init__(self, secret: str, *, leeway_s: float = 30.0) -> None:
-        if not secret:
+    The token's `alg` header only chooses between the configured paths, each verified with
+    that one algorithm:
+
+    - `HS256` with `secret` (no secret: refused);
+    - one of `algorithms` with the key named by `kid` in `jwks` (no JWKS: refused); `iss`
+      and `aud` are then required and checked when `issuer` / `audience` are set;
+    - anything else is refused as "the token's algorithm is not accepted".
+
+    Every token needs `exp`; `nbf` and `iat` are checked when present, all with `leeway_s`.
+    `sub` must be a non-empty string of at most 255 characters, the `tenant_claim` one of at
+    most 64; `roles_claim` may be a list of strings or a space-separated string, or be
+    missing (no roles). Claim names are looked up as is first, then as a dotted path into
+    nested objects (`realm_access.roles`), so namespaced names such as
+    `https://example.com/tenant` work as well.
+
+    The verifier owns `jwks`: `aclose()` closes it.
+    """
+
+    def __init__(
+        self,
+        secret: str | None,
+        *,
+        leeway_s: float = 30.0,
+        jwks: "JWKSClient | None" = None,
+        issuer: str | None = None,
+        audience: str | None = None,
+        algorithms: Sequence[str] = ("RS256", "ES256"),
+        tenant_claim: str = "tenant_id",
+        roles_claim: str = "roles",
+    ) -> None:
+        if secret == "":
             raise ValueError("an empty JWT secret verifies nothing")
+        if secret is None and jwks is None:
+            raise ValueError("a JWT secret, a JWKS or both are needed to verify tokens")
+        if issuer == "" or audience == "":
+            raise ValueError("an empty issuer or audience checks nothing")
+        if not tenant_claim or not roles_claim:
+            raise ValueError("the tenant and roles claim names must not be empty")
+        if jwks is not None:
+            unsupported = set(algorithms) - jwks.ALGORITHMS
+            if unsupported:
+                raise ValueError(f"not an asymmetric algorithm: {', '.join(sorted(unsupported))}")
         self._secret = secret
         self._leeway = timedelta(seconds=leeway_s)
+        self._jwks = jwks
+        self._issuer = issuer
+        self._audience = audience
+        self._algorithms = frozenset(algorithms)
+        self._tenant_claim = tenant_claim
+        self._roles_claim = roles_claim
 
-    def verify(self, token: str) -> Principal:
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Self:
+        """The verifier the settings describe: HS256 with `settings.hs256_secret()` (none when
+        production runs on the JWKS alone), and the JWKS at `jwt_jwks_url` if set. Fetches
+        nothing yet."""
+        # Imported here: jwks.py raises this module's AuthenticationFailed.
+        from app.security.jwks import JWKSClient
+
+        jwks = None
+        if settings.jwt_jwks_url:
+            jwks = JWKSClient(
+                settings.jwt_jwks_url,
+                cache_s=settings.jwt_jwks_cache_s,
+                refresh_cooldown_s=settings.jwt_jwks_refresh_cooldown_s,
+            )
+            if not settings.jwt_issuer or not settings.jwt_audience:
+                logger.warning(
+                    "JWKS tokens are accepted without an issuer and audience check: any token "
+                    "the identity provider issues, for any application, is accepted"
+                )
+        return cls(
+            settings.hs256_secret(),
+            leeway_s=settings.jwt_leeway_s,
+            jwks=jwks,
+            issuer=settings.jwt_issuer or None,
+            audience=settings.jwt_audience or None,
+            algorithms=tuple(settings.jwt_algorithms),
+            tenant_claim=settings.jwt_tenant_claim,
+            roles_claim=settings.jwt_roles_claim,
+        )
+
+    async def verify(self, token: str) -> Principal:
+        """The token's principal; raises `AuthenticationFailed` with a reason for the caller."""
         try:
-            claims: dict[str, Any] = jwt.decode(
+            header = jwt.get_unverified_header(token)
+        except jwt.InvalidTokenError as exc:
+            raise AuthenticationFailed("the token is malformed") from exc
+        algorithm = header.get("alg")
+        if algorithm == HS256 and self._secret is not None:
+            claims = self._decode(token, self._secret, HS256)
+        elif (
+            self._jwks is not None and isinstance(algorithm, str) and algorithm in self._algorithms
+        ):
+            key = await self._jwks.key(header.get("kid"), algorithm=algorithm)
+            claims = self._decode(
+                token, key, algorithm, issuer=self._issuer, audience=self._audience
+            )
+        else:
+            raise AuthenticationFailed("the token's algorithm is not accepted")
+        return self._principal(claims)
+
+    async def aclose(self) -> None:
+        """Closes the JWKS client, if any."""
+        if self._jwks is not None:
+            await self._jwks.aclose()
+
+    def _decode(
+        self,
+        token: str,
+        key: str | jwt.PyJWK,
+        algorithm: str,
+        *,
+        issuer: str | None = None,
+        audience: str | None = None,
+    ) -> dict[str, Any]:
+        required = ["exp", "sub"]
+        if issuer is not None:
+            required.append("iss")
+        if audience is not None:
+            required.append("aud")
+        try:
+            return jwt.decode(
                 token,
-                self._secret,
-                algorithms=[HS256],
+                key,
+                algorithms=[algorithm],
                 leeway=self._leeway,
-                options={"require": _REQUIRED_CLAIMS},
+                issuer=issuer,
+                audience=audience,
+                options={
+                    "require": required,
+                    # Without a configured audience, an identity provider's `aud` is not ours
+                    # to judge (PyJWT would refuse every token carrying one).
+                    "verify_aud": audience is not None,
+                    # A weak key published by the identity provider is refused, not warned
+                    # about on every request.
+                    "enforce_minimum_key_length": isinstance(key, jwt.PyJWK),
+                },
             )
         except jwt.ExpiredSignatureError as exc:
             raise AuthenticationFailed("the token has expired") from exc
@@ -49,24 +180,51 @@ class TokenVerifier:
             raise AuthenticationFailed("the token's signature is invalid") from exc
         except jwt.MissingRequiredClaimError as exc:
             raise AuthenticationFailed(f"the token has no `{exc.claim}` claim") from exc
+        except jwt.InvalidIssuerError as exc:
+            raise AuthenticationFailed("the token's issuer is not accepted") from exc
+        except jwt.InvalidAudienceError as exc:
+            raise AuthenticationFailed("the token's audience is not accepted") from exc
         except jwt.InvalidAlgorithmError as exc:
             raise AuthenticationFailed("the token's algorithm is not accepted") from exc
+        except jwt.InvalidKeyError as exc:
+            raise AuthenticationFailed("the token's signing key is not accepted") from exc
         except jwt.InvalidTokenError as exc:
             raise AuthenticationFailed("the token is malformed") from exc
-        return _principal(claims)
+
+    def _principal(self, claims: Mapping[str, Any]) -> Principal:
+        subject = _id_claim(claims, "sub", _MAX_SUBJECT_CHARS)
+        tenant_id = _id_claim(claims, self._tenant_claim, _MAX_TENANT_CHARS)
+        roles = _claim(claims, self._roles_claim)
+        if roles is None:
+            roles = []
+        elif isinstance(roles, str):
+            roles = roles.split()
+        if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
+            raise AuthenticationFailed(
+                f"the token's `{self._roles_claim}` claim must be a list of strings"
+            )
+        return Principal(subject=subject, tenant_id=tenant_id, roles=frozenset(roles))
 
 
-def _principal(claims: dict[str, Any]) -> Principal:
-    for name, limit in _MAX_ID_CHARS.items():
-        value = claims.get(name)
-        if not isinstance(value, str) or not value or len(value) > limit:
-            raise AuthenticationFailed(f"the token's `{name}` claim must be a non-empty string")
-    roles = claims.get("roles", [])
-    if isinstance(roles, str):
-        roles = roles.split()
-    if not isinstance(roles, list) or not all(isinstance(role, str) for role in roles):
-        raise AuthenticationFailed("the token's `roles` claim must be a list of strings")
-    return Principal(subject=claims["sub"], tenant_id=claims["tenant_id"], roles=frozenset(roles))
+def _claim(claims: Mapping[str, Any], name: str) -> Any:
+    """The claim called `name`, else the value at the dotted path `name`, else None."""
+    if name in claims:
+        return claims[name]
+    value: Any = claims
+    for part in name.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _id_claim(claims: Mapping[str, Any], name: str, max_chars: int) -> str:
+    value = _claim(claims, name)
+    if value is None:
+        raise AuthenticationFailed(f"the token has no `{name}` claim")
+    if not isinstance(value, str) or not value or len(value) > max_chars:
+        raise AuthenticationFailed(f"the token's `{name}` claim must be a non-empty string")
+    return value
 
 
 def mint_token(

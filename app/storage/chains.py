@@ -70,3 +70,22 @@ class ChainRepository(TenantScoped):
         if limit is not None:
             statement = statement.limit(limit)
         return list((await self.connection.execute(statement)).scalars())
+
+    async def step_rows(
+        self, chain_id: UUID, *, upto: int | None = None
+    ) -> list[tuple[int, str, str, str | None, str | None, str]]:
+        """The chain's steps in order up to step `upto` (all by default), each as (step
+        number, stored JSON text, type, tool type, tool name, stored visibility level): what
+        a filtered view renders from."""
+        s = reasoning_steps.c
+        statement = (
+            select(
+                s.step_number, cast(s.data, Text), s.type, s.tool_type, s.tool_name, s.visibility
+            )
+            .where(s.tenant_id == self.tenant_id, s.chain_id == chain_id)
+            .order_by(s.step_number)
+        )
+        if upto is not None:
+            statement = statement.where(s.step_number <= upto)
+        rows = (await self.connection.execute(statement)).all()
+        return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]

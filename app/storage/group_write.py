@@ -41,6 +41,7 @@ _STEP_COLUMNS = {
     "tenant_id": "varchar",
     "seq": "int",
     "type": "varchar",
+    "tool_type": "varchar",
     "tool_name": "varchar",
     "visibility": "varchar",
     "timestamp": "timestamptz",
@@ -71,6 +72,15 @@ _COST_COLUMNS = {
     "cost_usd": "numeric",
     "unpriced": "boolean",
     "recorded_at": "timestamptz",
+}
+_AUDIT_COLUMNS = {
+    "tenant_id": "varchar",
+    "actor": "varchar",
+    "action": "varchar",
+    "resource_type": "varchar",
+    "resource_id": "varchar",
+    "details": "jsonb",
+    "created_at": "timestamptz",
 }
 
 
@@ -108,7 +118,8 @@ GROUP_WRITE = text(
     f"c AS ({_update('reasoning_chains', 'chains', _CHAIN_COLUMNS)}), "
     f"s AS ({_insert('reasoning_steps', 'steps', _STEP_COLUMNS)}), "
     f"e AS ({_insert('task_events', 'events', _EVENT_COLUMNS)}), "
-    f"k AS ({_insert('cost_records', 'costs', _COST_COLUMNS)}) "
+    f"k AS ({_insert('cost_records', 'costs', _COST_COLUMNS)}), "
+    f"a AS ({_insert('audit_events', 'audits', _AUDIT_COLUMNS)}) "
     "SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s), (SELECT count(*) FROM e)"
 )
 
@@ -137,11 +148,12 @@ def group_document(
     steps: Sequence[Mapping[str, Any]],
     events: Sequence[Mapping[str, Any]],
     costs: Sequence[Mapping[str, Any]],
+    audits: Sequence[Mapping[str, Any]],
 ) -> str:
     """The JSON document `GROUP_WRITE` applies."""
     tasks = _rows({"row_id": key, **values} for key, values in sorted(task_changes.items()))
     chains = _rows({"row_id": key, **values} for key, values in sorted(chain_changes.items()))
     return (
         f'{{"tasks":[{tasks}],"chains":[{chains}],"steps":[{_rows(steps)}],'
-        f'"events":[{_rows(events)}],"costs":[{_rows(costs)}]}}'
+        f'"events":[{_rows(events)}],"costs":[{_rows(costs)}],"audits":[{_rows(audits)}]}}'
     )

@@ -58,9 +58,39 @@ class StoredEvent(_Record):
 
 
 class StoredStep(_Record):
-    """A stored step as a stream event: the step's and the running metrics' JSON text."""
+    """A stored step as a stream event: the step's and the running metrics' JSON text, and
+    the columns the visibility filter decides by."""
 
     seq: int
     timestamp: datetime
     step: str
     metrics: str
+    type: str
+    tool_type: str | None
+    tool_name: str | None
+    visibility: str
+
+
+class TenantRecord(_Record):
+    id: str
+    name: str
+    status: str
+    visibility: dict[str, Any]
+    enabled_tools: list[str] | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == "active"
+
+
+class AuditRecord(_Record):
+    id: int
+    tenant_id: str
+    actor: str
+    action: str
+    resource_type: str
+    resource_id: str | None
+    details: dict[str, Any]
+    created_at: datetime

@@ -14,6 +14,7 @@ from app.storage.database import Database
 from app.storage.group_write import GROUP_WRITE, group_document
 from app.storage.records import StoredEvent, StoredStep, TaskRecord
 from app.storage.tables import (
+    audit_events,
     cost_records,
     reasoning_chains,
     reasoning_steps,
@@ -70,6 +71,7 @@ class RunWrite:
     steps: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
     costs: list[dict[str, Any]] = field(default_factory=list)
+    audits: list[dict[str, Any]] = field(default_factory=list)
     task_changes: dict[str, Any] = field(default_factory=dict)
     chain_changes: dict[str, Any] = field(default_factory=dict)
 
@@ -102,8 +104,9 @@ class RunLog:
         steps = [row for write in writes for row in write.steps]
         events = [row for write in writes for row in write.events]
         costs = [row for write in writes for row in write.costs]
+        audits = [row for write in writes for row in write.audits]
         if not self._database.is_sqlite:
-            document = group_document(task_changes, chain_changes, steps, events, costs)
+            document = group_document(task_changes, chain_changes, steps, events, costs, audits)
             async with self._database.autocommit() as connection:
                 await connection.execute(GROUP_WRITE, {"doc": document})
             return
@@ -116,6 +119,7 @@ class RunLog:
                 (reasoning_steps, steps),
                 (task_events, events),
                 (cost_records, costs),
+                (audit_events, audits),
             ):
                 if rows:
                     await connection.execute(insert(table), rows)
@@ -231,7 +235,16 @@ class RunLog:
             .limit(limit)
         )
         steps = (
-            select(s.seq, s.timestamp, cast(s.data, Text).label("step"), cast(s.metrics, Text))
+            select(
+                s.seq,
+                s.timestamp,
+                cast(s.data, Text).label("step"),
+                cast(s.metrics, Text),
+                s.type,
+                s.tool_type,
+                s.tool_name,
+                s.visibility,
+            )
             .where(s.tenant_id == tenant_id, s.chain_id == chain_id, s.seq > after)
             .order_by(s.seq)
             .limit(limit)
@@ -243,7 +256,16 @@ class RunLog:
             StoredEvent(seq=row[0], type=row[1], data=row[2]) for row in event_rows
         ]
         stored.extend(
-            StoredStep(seq=row[0], timestamp=row[1], step=row[2], metrics=row[3])
+            StoredStep(
+                seq=row[0],
+                timestamp=row[1],
+                step=row[2],
+                metrics=row[3],
+                type=row[4],
+                tool_type=row[5],
+                tool_name=row[6],
+                visibility=row[7],
+            )
             for row in step_rows
         )
         stored.sort(key=lambda item: item.seq)

@@ -42,6 +42,8 @@ tenants = Table(
     Column("default_budget", JSONDocument, nullable=False),
     Column("models", JSONDocument, nullable=False),
     Column("visibility", JSONDocument, nullable=False),
+    # The tools this tenant's runs may use; NULL: every registered tool.
+    Column("enabled_tools", JSONDocument),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
 )
@@ -103,6 +105,9 @@ reasoning_steps = Table(
     # The task stream's event sequence number of this step's `reasoning_step` event.
     Column("seq", Integer, nullable=False),
     Column("type", SHORT, nullable=False),
+    # The tool of a tool_call step, and of a tool_result step (its call's tool): what the
+    # visibility filter decides by, without decoding the step.
+    Column("tool_type", SHORT),
     Column("tool_name", NAME),
     Column("visibility", SHORT, nullable=False),
     Column("timestamp", UTCDateTime, nullable=False),
@@ -162,6 +167,7 @@ model_usage = Table(
     Column("updated_at", UTCDateTime, nullable=False),
 )
 
+# Append-only: triggers (see the migration) refuse UPDATE and DELETE on every backend.
 audit_events = Table(
     "audit_events",
     metadata,
@@ -174,6 +180,7 @@ audit_events = Table(
     Column("details", JSONDocument, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
     Index("ix_audit_events_tenant_created", "tenant_id", "created_at"),
+    Index("ix_audit_events_tenant_id", "tenant_id", "id"),
 )
 
 # The processes that run tasks. A runner renews `heartbeat_at`; the runs of a runner whose

@@ -5,7 +5,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Self
+from typing import Any, Literal, Self
 from uuid import UUID, uuid4
 
 from jsonschema import Draft202012Validator
@@ -68,10 +68,14 @@ class ToolVisibilityConfig(BaseModel):
 
 
 class ToolPermissions(BaseModel):
+    """Who may use a tool (any one of `required_roles`; none: anyone) and how much of each
+    call the audit log keeps: `basic` the redacted arguments and the outcome, `full` the
+    redacted result as well."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     required_roles: tuple[str, ...] = ()
-    audit_level: str = "basic"
+    audit_level: Literal["basic", "full"] = "basic"
 
 
 class ToolDefinition(BaseModel):
@@ -152,6 +156,8 @@ class ToolCallContext:
     attempt: int = 1
     # The tools this run may call (None: every registered tool); others fail as unknown.
     allowed_tools: frozenset[str] | None = None
+    # The caller's roles, for tools' `required_roles` (None: no caller to check).
+    roles: frozenset[str] | None = None
     # Streaming tools (the LLM) push partial text here as it arrives; None turns streaming off.
     on_delta: Callable[[str], None] | None = None
 

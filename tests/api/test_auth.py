@@ -13,6 +13,7 @@ import pytest
 
 from app.security import mint_token
 from tests.api.helpers import assert_problem, script_two_tool_task, stream, submit
+from tests.api.tools import BUILTIN_TOOLS
 from tests.service import JWT_SECRET, Service
 
 SUBMISSION = {"input": "What is 17 * 23 + 4?"}
@@ -27,12 +28,21 @@ class Route:
         return self.template.format(task_id=task_id, chain_id=chain_id, tenant_id=tenant_id)
 
     def request_kwargs(self) -> dict[str, Any]:
-        # A well-formed submission, so the refusal can only be about the caller.
-        return {"json": SUBMISSION} if str(self) == "POST /api/v1/tasks" else {}
+        # A well-formed body, so the refusal can only be about the caller.
+        body = BODIES.get(str(self))
+        return {} if body is None else {"json": body()}
 
     def __str__(self) -> str:
         return f"{self.method} {self.template}"
 
+
+BODIES: dict[str, Callable[[], Any]] = {
+    "POST /api/v1/tasks": lambda: SUBMISSION,
+    "POST /api/v1/tenants": lambda: {"id": f"n-{uuid4().hex[:12]}", "name": "New tenant"},
+    "PATCH /api/v1/tenants/{tenant_id}": lambda: {"name": "Renamed"},
+    "PUT /api/v1/tenants/{tenant_id}/visibility": lambda: {"tool_types": {"llm": "full"}},
+    "PUT /api/v1/tenants/{tenant_id}/tools": lambda: {"enabled_tools": BUILTIN_TOOLS},
+}
 
 ROUTES = [
     Route("POST", "/api/v1/tasks"),
@@ -44,8 +54,23 @@ ROUTES = [
     Route("GET", "/api/v1/chains/{chain_id}"),
     Route("GET", "/api/v1/chains/{chain_id}/steps"),
     Route("GET", "/api/v1/tenants/{tenant_id}/chains"),
+    Route("POST", "/api/v1/tenants"),
+    Route("GET", "/api/v1/tenants"),
+    Route("GET", "/api/v1/tenants/{tenant_id}"),
+    Route("PATCH", "/api/v1/tenants/{tenant_id}"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/visibility"),
+    Route("PUT", "/api/v1/tenants/{tenant_id}/visibility"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/tools"),
+    Route("PUT", "/api/v1/tenants/{tenant_id}/tools"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/audit"),
+    Route("GET", "/api/v1/tools"),
 ]
-ROUTES_WITH_IDS = [route for route in ROUTES if "{" in route.template]
+PLATFORM_ONLY = {"POST /api/v1/tenants", "GET /api/v1/tenants", "PATCH /api/v1/tenants/{tenant_id}"}
+# Routes that take an id, tried by a tenant admin (every permission within its own tenant).
+ROUTES_WITH_IDS = [
+    route for route in ROUTES if "{" in route.template and str(route) not in PLATFORM_ONLY
+]
+ADMIN = ("tenant_admin",)
 
 
 def _claims(tenant: str, **overrides: Any) -> dict[str, Any]:
@@ -184,8 +209,8 @@ async def test_another_tenants_ids_are_not_found_and_nothing_of_theirs_leaks(
     ids = {"task_id": theirs["task_id"], "chain_id": theirs["chain_id"]}
     url = route.url(**ids, tenant_id=other_tenant)
     # The same user name in another tenant is another caller.
-    async with service.client(tenant, sub="alice") as client:
-        response = await client.request(route.method, url)
+    async with service.client(tenant, sub="alice", roles=ADMIN) as client:
+        response = await client.request(route.method, url, **route.request_kwargs())
 
     assert_problem(response, 404, "not-found")
     leaks = {*ids.values(), other_tenant, "395", "17 * 23", "calculator", "Asia/Tokyo"}
@@ -204,13 +229,15 @@ async def test_the_owner_reaches_the_same_resource(
 ) -> None:
     theirs = await _finished_task(service, other_tenant)
     url = route.url(task_id=theirs["task_id"], chain_id=theirs["chain_id"], tenant_id=other_tenant)
-    async with service.client(other_tenant, sub="alice") as client:
-        response = await client.request(route.method, url)
+    async with service.client(other_tenant, sub="alice", roles=ADMIN) as client:
+        response = await client.request(route.method, url, **route.request_kwargs())
 
     expected = OWNER_STATUS.get(str(route), 200)
     assert response.status_code == expected, response.text
     if expected == 409:
         assert_problem(response, 409, "task-finished")
+    elif "/tenants/{tenant_id}" in route.template and not route.template.endswith("/chains"):
+        assert response.headers["content-type"] == "application/json"
     else:
         # The owner sees what the other tenant did not (the chain's steps hold the answer).
         theirs_only = (theirs["task_id"], theirs["chain_id"], "395")

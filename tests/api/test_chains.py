@@ -33,11 +33,11 @@ async def test_a_chain_is_readable_while_it_runs(service: Service, tenant: str) 
 
 
 async def test_an_idle_stream_sends_keepalive_comments(
-    database_url: str, fake_llm: FakeLLMServer, tmp_path: Path
+    database_url: str, fake_llm: FakeLLMServer, tmp_path: Path, tenant: str
 ) -> None:
     fake_llm.script(MODEL, Reply.text("done thinking", delay_s=0.3))
     settings = service_settings(tmp_path, database_url, fake_llm, sse_keepalive_s=0.05)
-    async with running_service(settings, fake_llm) as quiet, quiet.client("t-quiet") as client:
+    async with running_service(settings, fake_llm) as quiet, quiet.client(tenant) as client:
         task_id = (await submit(client))["task_id"]
         async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
             kinds = [e.event or "keep-alive" async for e in read_sse(response, comments=True)]

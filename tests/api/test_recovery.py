@@ -9,6 +9,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from uuid import uuid4
 
 import httpx
 
@@ -77,8 +78,8 @@ async def test_a_killed_server_leaves_its_streamed_steps_and_the_run_ends_interr
         "OMNIFORGE_LLM_MAX_ATTEMPTS": "1",
     }
     port = _free_port()
-    tenant = "t-killed"
     async with running_service(settings, fake_llm) as probe:
+        tenant = await probe.create_tenant(f"t-killed-{uuid4().hex[:8]}")
         token = probe.token(tenant)  # same secret as the process
     headers = {"Authorization": f"Bearer {token}"}
     streamed = []

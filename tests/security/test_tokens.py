@@ -1,5 +1,9 @@
-"""Bearer token verification: HS256 only, required claims, leeway, and the claims' shapes."""
+"""Bearer token verification on the HS256 path (tokens of an identity provider: test_jwks.py):
+the algorithm allow-list, required claims, leeway, claim names and the claims' shapes."""
 
+import hashlib
+import hmac
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -7,7 +11,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from app.security import AuthenticationFailed, Principal, TokenVerifier, mint_token
+from app.security import AuthenticationFailed, JWKSClient, Principal, TokenVerifier, mint_token
 
 SECRET = "unit-test-secret-" + "s" * 60  # long enough for HS512 too
 
@@ -26,21 +30,25 @@ def _claims(**overrides: Any) -> dict[str, Any]:
     return {name: value for name, value in claims.items() if value is not None}
 
 
+def _in(seconds: int) -> int:
+    return int(datetime.now(UTC).timestamp()) + seconds
+
+
 def _hs256(**overrides: Any) -> str:
     return jwt.encode(_claims(**overrides), SECRET, algorithm="HS256")
 
 
-def _refusal(token: str, verifier: TokenVerifier | None = None) -> str:
+async def _refusal(token: str, verifier: TokenVerifier | None = None) -> str:
     with pytest.raises(AuthenticationFailed) as refused:
-        (verifier or TokenVerifier(SECRET)).verify(token)
+        await (verifier or TokenVerifier(SECRET)).verify(token)
     assert refused.value.token_given
     return refused.value.reason
 
 
-def test_a_minted_token_verifies_to_its_principal() -> None:
+async def test_a_minted_token_verifies_to_its_principal() -> None:
     token = mint_token(SECRET, tenant_id="acme", subject="alice", roles=["member", "viewer"])
 
-    principal = TokenVerifier(SECRET).verify(token)
+    principal = await TokenVerifier(SECRET).verify(token)
 
     assert principal == Principal(
         subject="alice", tenant_id="acme", roles=frozenset({"member", "viewer"})
@@ -70,111 +78,195 @@ def test_an_empty_secret_is_refused_at_construction() -> None:
         TokenVerifier("")
 
 
-def test_a_token_signed_with_another_secret_is_refused() -> None:
+def test_a_verifier_without_secret_or_jwks_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match="a JWT secret, a JWKS or both"):
+        TokenVerifier(None)
+
+
+@pytest.mark.parametrize("algorithm", ["HS256", "none", "EdDSA"])
+def test_a_jwks_with_a_non_asymmetric_or_unknown_algorithm_is_refused_at_construction(
+    algorithm: str,
+) -> None:
+    jwks = JWKSClient("http://127.0.0.1:9/jwks", cache_s=60, refresh_cooldown_s=0)
+    with pytest.raises(ValueError, match=f"not an asymmetric algorithm: {algorithm}"):
+        TokenVerifier(SECRET, jwks=jwks, algorithms=["RS256", algorithm])
+
+
+async def test_a_token_signed_with_another_secret_is_refused() -> None:
     token = jwt.encode(_claims(), "another-secret-" + "o" * 40, algorithm="HS256")
-    assert _refusal(token) == "the token's signature is invalid"
+    assert await _refusal(token) == "the token's signature is invalid"
 
 
-def test_an_alg_none_token_is_refused() -> None:
+async def test_an_alg_none_token_is_refused() -> None:
     token = jwt.encode(_claims(), None, algorithm="none")
-    assert _refusal(token) == "the token's algorithm is not accepted"
+    assert await _refusal(token) == "the token's algorithm is not accepted"
 
 
-def test_an_alg_none_token_is_refused_even_with_the_hs256_signature_attached() -> None:
+async def test_an_alg_none_token_is_refused_even_with_the_hs256_signature_attached() -> None:
     header, payload, signature = _hs256().split(".")
     none_header = jwt.utils.base64url_encode(b'{"alg":"none","typ":"JWT"}').decode()
-    assert _refusal(f"{none_header}.{payload}.{signature}") == (
+    assert await _refusal(f"{none_header}.{payload}.{signature}") == (
         "the token's algorithm is not accepted"
     )
     assert header != none_header
 
 
-def test_an_rs256_token_is_refused() -> None:
+async def test_an_rs256_token_is_refused_without_a_jwks() -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     token = jwt.encode(_claims(), key, algorithm="RS256")
-    assert _refusal(token) == "the token's algorithm is not accepted"
+    assert await _refusal(token) == "the token's algorithm is not accepted"
 
 
-def test_an_es256_token_is_refused() -> None:
+async def test_an_es256_token_is_refused_without_a_jwks() -> None:
     key = ec.generate_private_key(ec.SECP256R1())
     token = jwt.encode(_claims(), key, algorithm="ES256")
-    assert _refusal(token) == "the token's algorithm is not accepted"
+    assert await _refusal(token) == "the token's algorithm is not accepted"
 
 
-def test_another_hmac_algorithm_with_the_right_secret_is_refused() -> None:
+async def test_another_hmac_algorithm_with_the_right_secret_is_refused() -> None:
     token = jwt.encode(_claims(), SECRET, algorithm="HS512")
-    assert _refusal(token) == "the token's algorithm is not accepted"
+    assert await _refusal(token) == "the token's algorithm is not accepted"
+
+
+@pytest.mark.parametrize("alg", [["HS256"], {"HS256": True}, 256, None])
+async def test_an_alg_header_that_is_not_a_string_is_refused(alg: Any) -> None:
+    _, payload, signature = _hs256().split(".")
+    forged = jwt.utils.base64url_encode(json.dumps({"alg": alg, "typ": "JWT"}).encode()).decode()
+    assert await _refusal(f"{forged}.{payload}.{signature}") == (
+        "the token's algorithm is not accepted"
+    )
+
+
+async def test_a_token_signed_with_an_empty_secret_is_refused() -> None:
+    # PyJWT refuses to sign with an empty key, so the token is put together by hand.
+    signing_input = ".".join(
+        jwt.utils.base64url_encode(json.dumps(part, default=int).encode()).decode()
+        for part in ({"alg": "HS256", "typ": "JWT"}, _claims(iat=None, nbf=None, exp=_in(600)))
+    )
+    signature = hmac.new(b"", signing_input.encode(), hashlib.sha256).digest()
+    token = f"{signing_input}.{jwt.utils.base64url_encode(signature).decode()}"
+    assert await _refusal(token) == "the token's signature is invalid"
 
 
 @pytest.mark.parametrize("token", ["", "not-a-jwt", "a.b.c", "e30", "Bearer x.y.z"])
-def test_a_malformed_token_is_refused(token: str) -> None:
-    assert _refusal(token) == "the token is malformed"
+async def test_a_malformed_token_is_refused(token: str) -> None:
+    assert await _refusal(token) == "the token is malformed"
 
 
-def test_an_expired_token_is_refused() -> None:
+async def test_an_expired_token_is_refused() -> None:
     past = datetime.now(UTC) - timedelta(hours=1)
     token = _hs256(iat=past - timedelta(hours=1), nbf=past - timedelta(hours=1), exp=past)
-    assert _refusal(token) == "the token has expired"
+    assert await _refusal(token) == "the token has expired"
 
 
-def test_a_token_expired_within_the_leeway_is_accepted_and_beyond_it_refused() -> None:
+async def test_a_token_expired_within_the_leeway_is_accepted_and_beyond_it_refused() -> None:
     token = _hs256(exp=datetime.now(UTC) - timedelta(seconds=10))
 
-    assert TokenVerifier(SECRET, leeway_s=30).verify(token).subject == "alice"
-    assert _refusal(token, TokenVerifier(SECRET, leeway_s=0)) == "the token has expired"
+    assert (await TokenVerifier(SECRET, leeway_s=30).verify(token)).subject == "alice"
+    assert await _refusal(token, TokenVerifier(SECRET, leeway_s=0)) == "the token has expired"
 
 
-def test_a_token_not_valid_yet_beyond_the_leeway_is_refused() -> None:
+async def test_a_token_not_valid_yet_beyond_the_leeway_is_refused() -> None:
     later = datetime.now(UTC) + timedelta(minutes=5)
     token = _hs256(nbf=later, exp=later + timedelta(minutes=10))
-    assert _refusal(token) == "the token is not valid yet"
+    assert await _refusal(token) == "the token is not valid yet"
 
 
-def test_a_token_valid_within_the_leeway_is_accepted() -> None:
+async def test_a_token_valid_within_the_leeway_is_accepted() -> None:
     soon = datetime.now(UTC) + timedelta(seconds=10)
     token = _hs256(nbf=soon, iat=soon)
-    assert TokenVerifier(SECRET, leeway_s=30).verify(token).tenant_id == "acme"
+    assert (await TokenVerifier(SECRET, leeway_s=30).verify(token)).tenant_id == "acme"
 
 
 @pytest.mark.parametrize("claim", ["exp", "sub", "tenant_id"])
-def test_a_token_missing_a_required_claim_is_refused(claim: str) -> None:
+async def test_a_token_missing_a_required_claim_is_refused(claim: str) -> None:
     token = _hs256(**{claim: None})
-    assert _refusal(token) == f"the token has no `{claim}` claim"
+    assert await _refusal(token) == f"the token has no `{claim}` claim"
 
 
-def test_roles_may_be_a_list() -> None:
-    principal = TokenVerifier(SECRET).verify(_hs256(roles=["admin", "member"]))
+async def test_roles_may_be_a_list() -> None:
+    principal = await TokenVerifier(SECRET).verify(_hs256(roles=["admin", "member"]))
     assert principal.roles == frozenset({"admin", "member"})
 
 
-def test_roles_may_be_a_space_separated_string() -> None:
-    principal = TokenVerifier(SECRET).verify(_hs256(roles="admin  member"))
+async def test_roles_may_be_a_space_separated_string() -> None:
+    principal = await TokenVerifier(SECRET).verify(_hs256(roles="admin  member"))
     assert principal.roles == frozenset({"admin", "member"})
 
 
-def test_no_roles_claim_means_no_roles() -> None:
-    principal = TokenVerifier(SECRET).verify(_hs256(roles=None))
+async def test_no_roles_claim_means_no_roles() -> None:
+    principal = await TokenVerifier(SECRET).verify(_hs256(roles=None))
     assert principal.roles == frozenset()
 
 
 @pytest.mark.parametrize("roles", [7, {"admin": True}, ["admin", 1]])
-def test_roles_of_another_shape_are_refused(roles: Any) -> None:
-    assert _refusal(_hs256(roles=roles)) == "the token's `roles` claim must be a list of strings"
+async def test_roles_of_another_shape_are_refused(roles: Any) -> None:
+    assert (
+        await _refusal(_hs256(roles=roles)) == "the token's `roles` claim must be a list of strings"
+    )
 
 
 @pytest.mark.parametrize(("claim", "limit"), [("sub", 255), ("tenant_id", 64)])
-def test_an_id_claim_at_its_length_limit_is_accepted(claim: str, limit: int) -> None:
-    principal = TokenVerifier(SECRET).verify(_hs256(**{claim: "x" * limit}))
+async def test_an_id_claim_at_its_length_limit_is_accepted(claim: str, limit: int) -> None:
+    principal = await TokenVerifier(SECRET).verify(_hs256(**{claim: "x" * limit}))
     assert len(principal.subject if claim == "sub" else principal.tenant_id) == limit
 
 
 @pytest.mark.parametrize(("claim", "limit"), [("sub", 255), ("tenant_id", 64)])
-def test_an_over_long_id_claim_is_refused(claim: str, limit: int) -> None:
-    reason = _refusal(_hs256(**{claim: "x" * (limit + 1)}))
+async def test_an_over_long_id_claim_is_refused(claim: str, limit: int) -> None:
+    reason = await _refusal(_hs256(**{claim: "x" * (limit + 1)}))
     assert reason == f"the token's `{claim}` claim must be a non-empty string"
 
 
 @pytest.mark.parametrize(("claim", "value"), [("sub", ""), ("tenant_id", ""), ("tenant_id", 42)])
-def test_an_empty_or_non_string_id_claim_is_refused(claim: str, value: Any) -> None:
-    reason = _refusal(_hs256(**{claim: value}))
+async def test_an_empty_or_non_string_id_claim_is_refused(claim: str, value: Any) -> None:
+    reason = await _refusal(_hs256(**{claim: value}))
     assert reason == f"the token's `{claim}` claim must be a non-empty string"
+
+
+async def test_the_tenant_claim_name_is_configurable() -> None:
+    verifier = TokenVerifier(SECRET, tenant_claim="org")
+    principal = await verifier.verify(_hs256(tenant_id=None, org="globex"))
+    assert principal.tenant_id == "globex"
+    assert await _refusal(_hs256(), verifier) == "the token has no `org` claim"
+
+
+async def test_a_dotted_claim_name_reaches_into_nested_objects() -> None:
+    verifier = TokenVerifier(SECRET, tenant_claim="org.id", roles_claim="realm_access.roles")
+    token = _hs256(tenant_id=None, roles=None, org={"id": "globex"}, realm_access={"roles": ["a"]})
+    assert await verifier.verify(token) == Principal(
+        subject="alice", tenant_id="globex", roles=frozenset({"a"})
+    )
+
+
+async def test_a_claim_whose_name_contains_dots_is_found_as_is_first() -> None:
+    verifier = TokenVerifier(SECRET, tenant_claim="org.id")
+    token = _hs256(tenant_id=None, **{"org.id": "exact", "org": {"id": "nested"}})
+    assert (await verifier.verify(token)).tenant_id == "exact"
+
+
+@pytest.mark.parametrize(
+    ("org", "reason"),
+    [
+        (None, "the token has no `org.id` claim"),
+        ("globex", "the token has no `org.id` claim"),
+        ({"name": "globex"}, "the token has no `org.id` claim"),
+        ({"id": {"name": "globex"}}, "the token's `org.id` claim must be a non-empty string"),
+    ],
+)
+async def test_a_dotted_claim_path_that_leads_nowhere_usable_is_refused(
+    org: Any, reason: str
+) -> None:
+    verifier = TokenVerifier(SECRET, tenant_claim="org.id")
+    assert await _refusal(_hs256(tenant_id=None, org=org), verifier) == reason
+
+
+async def test_a_nested_roles_claim_of_another_shape_is_refused_by_its_name() -> None:
+    verifier = TokenVerifier(SECRET, roles_claim="realm_access.roles")
+    reason = await _refusal(_hs256(realm_access={"roles": [1]}), verifier)
+    assert reason == "the token's `realm_access.roles` claim must be a list of strings"
+
+
+async def test_a_missing_nested_roles_claim_means_no_roles() -> None:
+    verifier = TokenVerifier(SECRET, roles_claim="realm_access.roles")
+    assert (await verifier.verify(_hs256(realm_access={}))).roles == frozenset()

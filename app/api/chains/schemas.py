@@ -7,6 +7,7 @@ from uuid import UUID
 from pydantic import BaseModel
 
 from app.chain import ChainMetrics, ChainStatus, ErrorCode, ReasoningStep
+from app.security.visibility import StepSummary
 from app.storage.records import ChainRecord
 
 
@@ -28,13 +29,14 @@ class ChainSummary(BaseModel):
 
 
 class ChainOut(ChainSummary):
-    """A chain with every step, in order (readable while it runs)."""
+    """A chain with its steps in order (readable while it runs), as the reader may see them:
+    whole, or (`summary` visibility, without `chain:read_full`) as a summary."""
 
-    steps: list[ReasoningStep]
+    steps: list[ReasoningStep | StepSummary]
 
 
 class StepPage(BaseModel):
-    items: list[ReasoningStep]
+    items: list[ReasoningStep | StepSummary]
     next_after: int | None
 
 

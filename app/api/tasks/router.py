@@ -6,14 +6,21 @@ from uuid import UUID
 from fastapi import APIRouter, Header, Query, status
 from fastapi.responses import JSONResponse, Response
 
-from app.api.deps import CurrentPrincipal, ReadConnection, State
+from app.api.access import RequireChainRead, RequireTaskCancel, RequireTaskCreate, RequireTaskRead
+from app.api.deps import ReadConnection, State
 from app.api.errors import problems
 from app.api.sse import EVENT_STREAM, EventStreamResponse
 from app.api.tasks.schemas import TaskAccepted, TaskOut, TaskPage, stream_url
-from app.api.tasks.service import MAX_SEQ, cancel_task, find_task, stream_position
+from app.api.tasks.service import (
+    MAX_SEQ,
+    cancel_task,
+    find_task,
+    open_stream,
+    run_policy,
+    stream_position,
+)
 from app.chain import TaskState
 from app.runs import TaskSubmission
-from app.runs.streams import task_stream
 from app.storage.pagination import MAX_PAGE_SIZE, Cursor
 from app.storage.tasks import TaskRepository
 
@@ -30,29 +37,24 @@ _STREAM_DOC = {
     status_code=status.HTTP_202_ACCEPTED,
     response_model=TaskAccepted,
     summary="Submit a task",
-    responses={200: _STREAM_DOC, **problems(401, 422)},
+    responses={200: _STREAM_DOC, **problems(401, 403, 422)},
 )
 async def submit_task(
     submission: TaskSubmission,
-    principal: CurrentPrincipal,
+    caller: RequireTaskCreate,
     state: State,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Starts the task and answers at once; with `Accept: text/event-stream` the answer is
-    the task's stream itself."""
-    submitted = await state.runs.submit(principal, submission)
+    the task's stream itself (as the caller may see it). Tools the caller's roles may not use
+    are refused (403), tools the tenant did not enable are unknown (422)."""
+    submitted = await state.runs.submit(caller.principal, submission, run_policy(state, caller))
     location = {"Location": f"/api/v1/tasks/{submitted.task_id}"}
     if accept is not None and EVENT_STREAM in accept:
-        events = task_stream(
-            state.runs,
-            state.run_log,
-            submitted.task_id,
-            principal.tenant_id,
-            submitted.chain_id,
-            after=0,
-            keepalive_s=state.settings.sse_keepalive_s,
+        task = await find_task(state, caller, submitted.task_id)
+        return EventStreamResponse(
+            await open_stream(state, caller, task, after=0), headers=location
         )
-        return EventStreamResponse(events, headers=location)
     accepted = TaskAccepted(
         task_id=submitted.task_id,
         chain_id=submitted.chain_id,
@@ -64,31 +66,33 @@ async def submit_task(
     )
 
 
-@router.get("", summary="List tasks", responses=problems(401, 422))
+@router.get("", summary="List tasks", responses=problems(401, 403, 422))
 async def list_tasks(
-    principal: CurrentPrincipal,
+    caller: RequireTaskRead,
     connection: ReadConnection,
     status: TaskState | None = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> TaskPage:
     """The caller's tenant's tasks, newest first."""
-    page = await TaskRepository(connection, principal.tenant_id).page(
+    page = await TaskRepository(connection, caller.tenant_id).page(
         status=status, cursor=Cursor.decode(cursor) if cursor else None, limit=limit
     )
     return TaskPage(items=[TaskOut.of(task) for task in page.items], next_cursor=page.next_cursor)
 
 
-@router.get("/{task_id}", summary="Read a task", responses=problems(401, 404, 422))
-async def get_task(task_id: UUID, principal: CurrentPrincipal, state: State) -> TaskOut:
-    return TaskOut.of(await find_task(state, principal, task_id))
+@router.get("/{task_id}", summary="Read a task", responses=problems(401, 403, 404, 422))
+async def get_task(task_id: UUID, caller: RequireTaskRead, state: State) -> TaskOut:
+    return TaskOut.of(await find_task(state, caller, task_id))
 
 
-@router.post("/{task_id}/cancel", summary="Cancel a task", responses=problems(401, 404, 409, 422))
-async def cancel(task_id: UUID, principal: CurrentPrincipal, state: State) -> TaskOut:
+@router.post(
+    "/{task_id}/cancel", summary="Cancel a task", responses=problems(401, 403, 404, 409, 422)
+)
+async def cancel(task_id: UUID, caller: RequireTaskCancel, state: State) -> TaskOut:
     """Stops the run, even mid-call; the chain ends `cancelled` with its steps and costs so
-    far. A finished task answers 409."""
-    return TaskOut.of(await cancel_task(state, principal, task_id))
+    far. Members cancel their own tasks, tenant admins any. A finished task answers 409."""
+    return TaskOut.of(await cancel_task(state, caller, task_id))
 
 
 @router.get(
@@ -98,12 +102,12 @@ async def cancel(task_id: UUID, principal: CurrentPrincipal, state: State) -> Ta
     responses={
         200: _STREAM_DOC,
         204: {"description": "The task has finished and the client has every event."},
-        **problems(401, 404, 422),
+        **problems(401, 403, 404, 422),
     },
 )
 async def task_events(
     task_id: UUID,
-    principal: CurrentPrincipal,
+    caller: RequireChainRead,
     state: State,
     after: Annotated[
         int | None, Query(ge=0, le=MAX_SEQ, description="Resume after this event id.")
@@ -112,19 +116,12 @@ async def task_events(
 ) -> Response:
     """Every event after `Last-Event-ID` (or `after`) from the store, then live ones, with no
     gap and no duplicate; the stream closes after `done`. Keep-alive comments while idle.
-    A finished task with nothing after the given id answers 204."""
-    task = await find_task(state, principal, task_id)
+    Steps are sent as the caller may see them: without `chain:read_full`, `summary` steps as
+    their summary, `hidden` ones not at all (ids keep their numbers, so resuming works) and
+    sensitive fields redacted. A finished task with nothing after the given id answers 204."""
+    task = await find_task(state, caller, task_id)
     position = stream_position(last_event_id, after)
     if task.is_finished and position >= task.last_seq:
         # Nothing more will ever come: 204 tells an EventSource to stop reconnecting.
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    events = task_stream(
-        state.runs,
-        state.run_log,
-        task.id,
-        task.tenant_id,
-        task.chain_id,
-        after=position,
-        keepalive_s=state.settings.sse_keepalive_s,
-    )
-    return EventStreamResponse(events)
+    return EventStreamResponse(await open_stream(state, caller, task, after=position))

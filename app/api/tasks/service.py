@@ -1,39 +1,88 @@
 """Task operations on behalf of a caller, each within the caller's tenant."""
 
+from collections.abc import AsyncIterator
 from uuid import UUID
 
+from app.api.access import Caller
+from app.api.auditing import record_chain_read
 from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
 from app.chain import ErrorCode, TaskState
-from app.runs.errors import NotFound, TaskAlreadyFinished
-from app.security import Principal
+from app.governance.audit import AuditAction
+from app.runs import StreamEvent
+from app.runs.errors import Forbidden, NotFound, TaskAlreadyFinished
+from app.runs.models import RunPolicy
+from app.runs.streams import task_stream
+from app.security.rbac import Permission, cancels_any_task
 from app.storage.records import TaskRecord
 from app.storage.tasks import TaskRepository
 
 
-async def find_task(state: AppState, principal: Principal, task_id: UUID) -> TaskRecord:
+def run_policy(state: AppState, caller: Caller) -> RunPolicy:
+    tenant = caller.tenant
+    return RunPolicy(
+        roles=caller.roles,
+        enabled_tools=tenant.enabled_tools,
+        sensitive_fields=frozenset(tenant.visibility.sensitive_fields),
+    )
+
+
+async def find_task(state: AppState, caller: Caller, task_id: UUID) -> TaskRecord:
     """The caller's task, on a short connection of its own (streams must not hold one)."""
     async with state.database.read() as connection:
-        task = await TaskRepository(connection, principal.tenant_id).get(task_id)
+        task = await TaskRepository(connection, caller.tenant_id).get(task_id)
     if task is None:
         raise NotFound("task", task_id)
     return task
 
 
-async def cancel_task(state: AppState, principal: Principal, task_id: UUID) -> TaskRecord:
-    """Stops the run and returns the task once its end is stored."""
-    task = await find_task(state, principal, task_id)
+async def open_stream(
+    state: AppState, caller: Caller, task: TaskRecord, *, after: int
+) -> AsyncIterator[StreamEvent | None]:
+    """The task's stream as this caller may see it; the opening is audited first."""
+    view = caller.view(state)
+    async with state.database.transaction() as connection:
+        await record_chain_read(
+            connection,
+            caller,
+            action=AuditAction.CHAIN_STREAM,
+            chain_id=task.chain_id,
+            task_id=task.id,
+            view=view,
+            after=after,
+        )
+    return task_stream(
+        state.runs,
+        state.run_log,
+        task.id,
+        task.tenant_id,
+        task.chain_id,
+        after=after,
+        keepalive_s=state.settings.sse_keepalive_s,
+        view=view,
+    )
+
+
+async def cancel_task(state: AppState, caller: Caller, task_id: UUID) -> TaskRecord:
+    """Stops the run and returns the task once its end is stored. Members cancel their own
+    tasks; tenant admins any task of the tenant."""
+    task = await find_task(state, caller, task_id)
+    if task.user_id != caller.subject and not cancels_any_task(caller.roles):
+        raise Forbidden(
+            "members cancel only their own tasks; this one is another user's",
+            permission=Permission.TASK_CANCEL,
+        )
     if task.is_finished:
         raise TaskAlreadyFinished(task.id, task.status)
-    if not await state.runs.cancel(task.id, f"cancelled by {principal.subject}"):
+    if not await state.runs.cancel(task.id, f"cancelled by {caller.subject}"):
         # No process runs it (its own is gone): end it here.
         await state.runs.end_unattended(
             task,
             status=TaskState.CANCELLED,
             error_code=ErrorCode.CANCELLED,
-            message=f"cancelled by {principal.subject}",
+            message=f"cancelled by {caller.subject}",
         )
-    return await find_task(state, principal, task_id)
+    return await find_task(state, caller, task_id)
 
 
 MAX_SEQ = 2**31 - 1

@@ -1,0 +1,106 @@
+"""Who the caller is and what it may do: every route declares its permission through one of
+the `Require…` aliases, and names tenants through `Caller.scope`."""
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.api.auth import TENANT_KEY
+from app.api.deps import CurrentPrincipal
+from app.api.state import AppState
+from app.governance.tenants import Tenant
+from app.runs.errors import Forbidden, NotFound
+from app.security import Principal
+from app.security.rbac import Permission, Role, crosses_tenants, permissions_of
+from app.security.visibility import ReaderView
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated caller of an active tenant, with its permissions."""
+
+    principal: Principal
+    tenant: Tenant
+    permissions: frozenset[Permission]
+
+    @property
+    def tenant_id(self) -> str:
+        return self.principal.tenant_id
+
+    @property
+    def subject(self) -> str:
+        return self.principal.subject
+
+    @property
+    def roles(self) -> frozenset[str]:
+        return self.principal.roles
+
+    @property
+    def crosses_tenants(self) -> bool:
+        return crosses_tenants(self.principal.roles)
+
+    async def scope(self, state: AppState, tenant_id: str) -> Tenant:
+        """The tenant a route names, if this caller may act on it: its own, or any for a
+        platform admin. Any other answers 404, as if it did not exist."""
+        if tenant_id == self.tenant_id:
+            return self.tenant
+        tenant = await state.tenants.get(tenant_id) if self.crosses_tenants else None
+        if tenant is None:
+            raise NotFound("tenant", tenant_id)
+        return tenant
+
+    def view(self, state: AppState, tenant: Tenant | None = None) -> ReaderView:
+        """How this caller sees steps of `tenant` (its own by default)."""
+        return ReaderView(
+            (tenant or self.tenant).visibility,
+            roles=self.roles,
+            full_access=Permission.CHAIN_READ_FULL in self.permissions,
+            sensitive_fields=state.runs.tool_sensitive_fields,
+        )
+
+
+def _caller(request: Request, principal: Principal) -> Caller:
+    tenant: Tenant = getattr(request.state, TENANT_KEY)
+    return Caller(principal, tenant, permissions_of(principal.roles))
+
+
+def _requires(permission: Permission) -> Callable[[Request, Principal], Awaitable[Caller]]:
+    async def dependency(request: Request, principal: CurrentPrincipal) -> Caller:
+        caller = _caller(request, principal)
+        if permission not in caller.permissions:
+            roles = ", ".join(sorted(caller.roles)) or "none"
+            raise Forbidden(
+                f"this needs the `{permission}` permission, which the caller's roles "
+                f"({roles}) do not grant",
+                permission=permission,
+            )
+        return caller
+
+    return dependency
+
+
+async def _platform_admin(request: Request, principal: CurrentPrincipal) -> Caller:
+    caller = _caller(request, principal)
+    if not caller.crosses_tenants:
+        raise Forbidden(
+            f"this needs the `{Role.PLATFORM_ADMIN}` role", permission=Permission.TENANT_MANAGE
+        )
+    return caller
+
+
+async def _any_caller(request: Request, principal: CurrentPrincipal) -> Caller:
+    return _caller(request, principal)
+
+
+AnyCaller = Annotated[Caller, Depends(_any_caller)]
+RequirePlatformAdmin = Annotated[Caller, Depends(_platform_admin)]
+RequireTaskCreate = Annotated[Caller, Depends(_requires(Permission.TASK_CREATE))]
+RequireTaskRead = Annotated[Caller, Depends(_requires(Permission.TASK_READ))]
+RequireTaskCancel = Annotated[Caller, Depends(_requires(Permission.TASK_CANCEL))]
+RequireChainRead = Annotated[Caller, Depends(_requires(Permission.CHAIN_READ))]
+RequireChainExport = Annotated[Caller, Depends(_requires(Permission.CHAIN_EXPORT))]
+RequireToolConfigure = Annotated[Caller, Depends(_requires(Permission.TOOL_CONFIGURE))]
+RequireTenantManage = Annotated[Caller, Depends(_requires(Permission.TENANT_MANAGE))]
+RequireAuditRead = Annotated[Caller, Depends(_requires(Permission.AUDIT_READ))]

@@ -1,0 +1,60 @@
+"""Audit events of what callers read and change through the API."""
+
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.api.access import Caller
+from app.chain.models import utc_now
+from app.governance.audit import AuditAction, audit_row
+from app.security.visibility import ReaderView
+from app.storage.audit import AuditRepository
+
+
+async def record_chain_read(
+    connection: AsyncConnection,
+    caller: Caller,
+    *,
+    action: AuditAction,
+    chain_id: UUID,
+    task_id: UUID,
+    view: ReaderView,
+    **details: Any,
+) -> None:
+    """Who read which chain (or opened its stream), and which view it was served."""
+    row = audit_row(
+        actor=caller.subject,
+        action=action,
+        resource_type="chain",
+        resource_id=str(chain_id),
+        details={
+            "task_id": str(task_id),
+            "served": view.served,
+            "roles": sorted(caller.roles),
+            **details,
+        },
+        at=utc_now(),
+    )
+    await AuditRepository(connection, caller.tenant_id).append([row])
+
+
+async def record_change(
+    connection: AsyncConnection,
+    caller: Caller,
+    tenant_id: str,
+    *,
+    action: AuditAction,
+    before: Any,
+    after: Any,
+) -> None:
+    """A change of a tenant's configuration: who, and what it was before and after."""
+    row = audit_row(
+        actor=caller.subject,
+        action=action,
+        resource_type="tenant",
+        resource_id=tenant_id,
+        details={"before": before, "after": after, "actor_tenant": caller.tenant_id},
+        at=utc_now(),
+    )
+    await AuditRepository(connection, tenant_id).append([row])

@@ -1,0 +1,100 @@
+"""Chain reads on behalf of a caller: within its tenant, as its view shows them, audited in
+the same transaction as the read."""
+
+from uuid import UUID
+
+from app.api.access import Caller
+from app.api.auditing import record_chain_read
+from app.api.chains.schemas import ChainSummary, with_steps
+from app.api.state import AppState
+from app.governance.audit import AuditAction
+from app.runs.errors import NotFound
+from app.runs.recorder import step_facts
+from app.security.visibility import ReaderView
+from app.storage.chains import ChainRepository
+from app.storage.records import ChainRecord
+from app.storage.tasks import TaskRepository
+
+
+async def chain_document(
+    state: AppState, caller: Caller, *, chain_id: UUID | None = None, task_id: UUID | None = None
+) -> bytes:
+    """A chain with its steps (by its id or its task's), rendered as JSON for this caller."""
+    view = caller.view(state)
+    async with state.database.transaction() as connection:
+        chains = ChainRepository(connection, caller.tenant_id)
+        if task_id is not None:
+            task = await TaskRepository(connection, caller.tenant_id).get(task_id)
+            if task is None:
+                raise NotFound("task", task_id)
+            chain_id = task.chain_id
+        assert chain_id is not None
+        chain = await _find_chain(chains, chain_id)
+        if view.full_access:
+            documents = await chains.step_documents(chain_id)
+        else:
+            documents = _render(view, await chains.step_rows(chain_id), after=0)
+        await record_chain_read(
+            connection,
+            caller,
+            action=AuditAction.CHAIN_READ,
+            chain_id=chain.id,
+            task_id=chain.task_id,
+            view=view,
+        )
+    return with_steps(ChainSummary.of(chain), "steps", documents)
+
+
+async def step_page(
+    state: AppState, caller: Caller, chain_id: UUID, *, after: int, limit: int
+) -> bytes:
+    """Steps `after + 1 … after + limit` as this caller sees them (hidden ones left out, so
+    a page may hold fewer), and where the next page starts."""
+    view = caller.view(state)
+    async with state.database.transaction() as connection:
+        chains = ChainRepository(connection, caller.tenant_id)
+        chain = await _find_chain(chains, chain_id)
+        if view.full_access:
+            documents = await chains.step_documents(chain_id, after=after, limit=limit + 1)
+            more = len(documents) > limit
+            documents = documents[:limit]
+        else:
+            # From the first step: secrets of earlier steps must be known to mask this page.
+            rows = await chains.step_rows(chain_id, upto=after + limit + 1)
+            more = len(rows) > after + limit
+            documents = _render(view, rows[: after + limit], after=after)
+        await record_chain_read(
+            connection,
+            caller,
+            action=AuditAction.CHAIN_READ,
+            chain_id=chain.id,
+            task_id=chain.task_id,
+            view=view,
+            after=after,
+            limit=limit,
+        )
+    next_after = after + limit if more else None
+    tail = f',"next_after":{"null" if next_after is None else next_after}'
+    return f'{{"items":[{",".join(documents)}]{tail}}}'.encode()
+
+
+def _render(
+    view: ReaderView, rows: list[tuple[int, str, str, str | None, str | None, str]], *, after: int
+) -> list[str]:
+    documents: list[str] = []
+    for step_number, document, step_type, tool_type, tool_name, level in rows:
+        facts = step_facts(step_type, tool_type, tool_name, level)
+        if step_number <= after:
+            view.learn(document, facts)
+            continue
+        rendered = view.render(document, facts)
+        if rendered is not None:
+            documents.append(rendered)
+    return documents
+
+
+async def _find_chain(chains: ChainRepository, chain_id: UUID) -> ChainRecord:
+    chain = await chains.get(chain_id)
+    if chain is None:
+        raise NotFound("chain", chain_id)
+    return chain

@@ -1,0 +1,174 @@
+"""/api/v1/tenants: tenants, their visibility settings and tools, and their audit log."""
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, status
+
+from app.api.access import (
+    RequireAuditRead,
+    RequirePlatformAdmin,
+    RequireTenantManage,
+    RequireToolConfigure,
+)
+from app.api.deps import State
+from app.api.errors import problems
+from app.api.query import aware, decode_int_cursor, decode_key_cursor, encode_key_cursor
+from app.api.tenants.schemas import (
+    AuditEventOut,
+    AuditPage,
+    TenantCreate,
+    TenantOut,
+    TenantPage,
+    TenantUpdate,
+    ToolSettings,
+)
+from app.api.tenants.service import (
+    create_tenant,
+    set_tools,
+    set_visibility,
+    update_tenant,
+)
+from app.security.visibility import VisibilityPolicy
+from app.storage.audit import AuditRepository
+from app.storage.pagination import MAX_PAGE_SIZE
+from app.storage.tenants import TenantRepository
+
+router = APIRouter(prefix="/api/v1/tenants", tags=["tenants"])
+
+
+@router.post(
+    "",
+    status_code=status.HTTP_201_CREATED,
+    summary="Create a tenant",
+    responses=problems(401, 403, 409, 422),
+)
+async def post_tenant(body: TenantCreate, caller: RequirePlatformAdmin, state: State) -> TenantOut:
+    """Platform admins only. Tokens naming the new id are accepted at once."""
+    return TenantOut.of(await create_tenant(state, caller, body))
+
+
+@router.get("", summary="List tenants", responses=problems(401, 403, 422))
+async def list_tenants(
+    caller: RequirePlatformAdmin,
+    state: State,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
+) -> TenantPage:
+    """Platform admins only; by id."""
+    after = decode_key_cursor(cursor) if cursor else None
+    async with state.database.read() as connection:
+        records = await TenantRepository(connection).page(after=after, limit=limit)
+    items = [TenantOut.of(record) for record in records[:limit]]
+    more = len(records) > limit
+    return TenantPage(items=items, next_cursor=encode_key_cursor(items[-1].id) if more else None)
+
+
+@router.get("/{tenant_id}", summary="Read a tenant", responses=problems(401, 403, 404, 422))
+async def get_tenant(tenant_id: str, caller: RequireTenantManage, state: State) -> TenantOut:
+    """A tenant admin reads its own tenant; a platform admin any."""
+    return TenantOut.of((await caller.scope(state, tenant_id)).record)
+
+
+@router.patch(
+    "/{tenant_id}",
+    summary="Rename, disable or enable a tenant",
+    responses=problems(401, 403, 404, 422),
+)
+async def patch_tenant(
+    tenant_id: str, body: TenantUpdate, caller: RequirePlatformAdmin, state: State
+) -> TenantOut:
+    """Platform admins only. A disabled tenant's tokens are refused with 403 (on this
+    instance at once, on others within `OMNIFORGE_TENANT_CACHE_S`)."""
+    tenant = await caller.scope(state, tenant_id)
+    return TenantOut.of(await update_tenant(state, caller, tenant, body))
+
+
+@router.get(
+    "/{tenant_id}/visibility",
+    summary="A tenant's visibility settings",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_visibility(
+    tenant_id: str, caller: RequireToolConfigure, state: State
+) -> VisibilityPolicy:
+    return (await caller.scope(state, tenant_id)).visibility
+
+
+@router.put(
+    "/{tenant_id}/visibility",
+    summary="Set a tenant's visibility settings",
+    responses=problems(401, 403, 404, 422),
+)
+async def put_visibility(
+    tenant_id: str, policy: VisibilityPolicy, caller: RequireToolConfigure, state: State
+) -> VisibilityPolicy:
+    """Levels (`full`, `summary`, `hidden`) per tool type and per tool name, per-role
+    overrides, and extra sensitive field names. Applies to every read from now on, of past
+    chains too: steps are stored whole and filtered as they are served. Audited with the
+    settings before and after."""
+    tenant = await caller.scope(state, tenant_id)
+    record = await set_visibility(state, caller, tenant, policy)
+    return VisibilityPolicy.model_validate(record.visibility)
+
+
+@router.get(
+    "/{tenant_id}/tools",
+    summary="The tools a tenant's runs may use",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_tools(tenant_id: str, caller: RequireToolConfigure, state: State) -> ToolSettings:
+    tenant = await caller.scope(state, tenant_id)
+    return ToolSettings(enabled_tools=tenant.record.enabled_tools)
+
+
+@router.put(
+    "/{tenant_id}/tools",
+    summary="Set the tools a tenant's runs may use",
+    responses=problems(401, 403, 404, 422),
+)
+async def put_tools(
+    tenant_id: str, body: ToolSettings, caller: RequireToolConfigure, state: State
+) -> ToolSettings:
+    """`null` enables every registered tool. Audited with the list before and after."""
+    tenant = await caller.scope(state, tenant_id)
+    record = await set_tools(state, caller, tenant, body.enabled_tools)
+    return ToolSettings(enabled_tools=record.enabled_tools)
+
+
+@router.get(
+    "/{tenant_id}/audit",
+    summary="A tenant's audit log",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_audit(
+    tenant_id: str,
+    caller: RequireAuditRead,
+    state: State,
+    action: Annotated[
+        str | None, Query(max_length=64, description="An action, or a prefix: `tenant.*`.")
+    ] = None,
+    actor: Annotated[str | None, Query(max_length=255)] = None,
+    resource_type: Annotated[str | None, Query(max_length=32)] = None,
+    resource_id: Annotated[str | None, Query(max_length=255)] = None,
+    since: Annotated[datetime | None, Query(alias="from")] = None,
+    until: Annotated[datetime | None, Query(alias="to")] = None,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
+) -> AuditPage:
+    """Newest first. Append-only: no route changes or deletes an event."""
+    tenant = await caller.scope(state, tenant_id)
+    async with state.database.read() as connection:
+        records = await AuditRepository(connection, tenant.id).page(
+            action=action,
+            actor=actor,
+            resource_type=resource_type,
+            resource_id=resource_id,
+            since=aware(since),
+            until=aware(until),
+            before_id=decode_int_cursor(cursor) if cursor else None,
+            limit=limit,
+        )
+    items = [AuditEventOut.of(record) for record in records[:limit]]
+    more = len(records) > limit
+    return AuditPage(items=items, next_cursor=encode_key_cursor(items[-1].id) if more else None)

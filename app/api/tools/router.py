@@ -1,0 +1,48 @@
+"""/api/v1/tools: the tools a caller's tasks may use, with their argument schemas."""
+
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel
+
+from app.api.access import AnyCaller
+from app.api.deps import State
+from app.api.errors import problems
+from app.chain import ToolType
+from app.tools.permissions import permits
+
+router = APIRouter(prefix="/api/v1/tools", tags=["tools"])
+
+
+class ToolOut(BaseModel):
+    name: str
+    type: ToolType
+    description: str
+    parameters: dict[str, Any]
+    required_roles: list[str]
+    usable: bool
+
+
+class ToolList(BaseModel):
+    items: list[ToolOut]
+
+
+@router.get("", summary="List tools", responses=problems(401, 403))
+async def list_tools(caller: AnyCaller, state: State) -> ToolList:
+    """The tools the caller's tenant enabled; `usable` says whether the caller's roles may use
+    each (tools it may not use are never offered to its runs). The LLM is not listed: every
+    run uses it."""
+    enabled = caller.tenant.enabled_tools
+    items = [
+        ToolOut(
+            name=definition.name,
+            type=definition.type,
+            description=definition.description,
+            parameters=definition.parameters,
+            required_roles=list(definition.permissions.required_roles),
+            usable=permits(definition, caller.roles),
+        )
+        for definition in state.runtime.registry.list_tools()
+        if definition.type is not ToolType.LLM and (enabled is None or definition.name in enabled)
+    ]
+    return ToolList(items=items)

@@ -1,0 +1,1 @@
+"""Tenant settings and the audit trail: what bounds and records what callers and runs do."""

@@ -1,0 +1,35 @@
+"""What the audit log records, and in what shape."""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class AuditAction(StrEnum):
+    TOOL_EXECUTE = "tool.execute"
+    TENANT_CREATE = "tenant.create"
+    TENANT_UPDATE = "tenant.update"
+    VISIBILITY_UPDATE = "tenant.visibility.update"
+    TOOLS_UPDATE = "tenant.tools.update"
+    CHAIN_READ = "chain.read"
+    CHAIN_STREAM = "chain.stream"
+
+
+def audit_row(
+    *,
+    actor: str,
+    action: AuditAction,
+    resource_type: str,
+    resource_id: str | None,
+    details: dict[str, Any],
+    at: datetime,
+) -> dict[str, Any]:
+    """An `audit_events` row, its tenant set by the repository that appends it."""
+    return {
+        "actor": actor,
+        "action": action.value,
+        "resource_type": resource_type,
+        "resource_id": resource_id,
+        "details": details,
+        "created_at": at,
+    }

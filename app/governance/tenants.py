@@ -1,0 +1,86 @@
+"""Tenants as requests and runs see them: status, enabled tools and visibility settings, read
+through a short per-process cache (every authenticated request consults it)."""
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.chain.models import utc_now
+from app.security.visibility import VisibilityPolicy
+from app.storage.database import Database
+from app.storage.records import TenantRecord
+from app.storage.tenants import TenantExists, TenantRepository
+
+DEFAULT_TENANT = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    record: TenantRecord
+    visibility: VisibilityPolicy
+
+    @classmethod
+    def of(cls, record: TenantRecord) -> "Tenant":
+        return cls(record, VisibilityPolicy.model_validate(record.visibility))
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def is_active(self) -> bool:
+        return self.record.is_active
+
+    @property
+    def enabled_tools(self) -> frozenset[str] | None:
+        """The tools its runs may use; None: every registered tool."""
+        tools = self.record.enabled_tools
+        return None if tools is None else frozenset(tools)
+
+
+class TenantDirectory:
+    """Tenants by id, each cached for `ttl_s`. A change made through this process is seen at
+    once (`put`); one made by another instance after at most `ttl_s`."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        ttl_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._database = database
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._cache: dict[str, tuple[float, Tenant | None]] = {}
+
+    async def get(self, tenant_id: str) -> Tenant | None:
+        now = self._clock()
+        cached = self._cache.get(tenant_id)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        async with self._database.read() as connection:
+            record = await TenantRepository(connection).get(tenant_id)
+        tenant = None if record is None else Tenant.of(record)
+        if self._ttl_s > 0:
+            if len(self._cache) > 10_000:  # ids come from tokens: keep the cache bounded
+                self._cache.clear()
+            self._cache[tenant_id] = (now + self._ttl_s, tenant)
+        return tenant
+
+    def put(self, record: TenantRecord) -> Tenant:
+        tenant = Tenant.of(record)
+        if self._ttl_s > 0:
+            self._cache[record.id] = (self._clock() + self._ttl_s, tenant)
+        return tenant
+
+
+async def ensure_default_tenant(database: Database) -> None:
+    """Development: the `default` tenant exists, so a fresh install works with no setup."""
+    async with database.read() as connection:
+        if await TenantRepository(connection).get(DEFAULT_TENANT) is not None:
+            return
+    with contextlib.suppress(TenantExists):  # another process starting at once made it
+        async with database.transaction() as connection:
+            await TenantRepository(connection).create(DEFAULT_TENANT, "Default", at=utc_now())

@@ -1,0 +1,324 @@
+"""What a reader may see of a reasoning step, computed from the stored step JSON when served.
+
+Steps are stored once, with everything. SSE, chain reads, step pages and exports all pass each
+step through one `ReaderView`: the reader's level decides whether the step is sent whole, as a
+summary or not at all, and a whole step has its sensitive fields redacted.
+"""
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeVar
+from uuid import UUID
+
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+
+from app.chain import StepType, ToolType, VisibilityLevel
+
+REDACTED = "[REDACTED]"
+MAX_ENTRIES = 200
+# Shorter values ("yes", "1") would mask ordinary words and numbers everywhere.
+MIN_REMEMBERED_CHARS = 4
+
+_RANK = {VisibilityLevel.HIDDEN: 0, VisibilityLevel.SUMMARY: 1, VisibilityLevel.FULL: 2}
+_PAYLOADS = frozenset({"thinking", "tool_call", "tool_result", "synthesis"})
+# How JSON may write a character: a string nested in a string is escaped once more per level.
+_ENCODED = {
+    '"': r'\\*"',
+    "\\": r"\\+",
+    "/": r"\\*/",
+    **{c: rf"(?:{re.escape(c)}|\\+{e})" for c, e in zip("\b\f\n\r\t", "bfnrt", strict=True)},
+}
+_ESCAPABLE = re.compile(r'["\\/\x00-\x1f]')
+# The value of a quoted key written `"name": value` (or 'name', or `=`) in free text.
+_KEYED_VALUE = r"""\s*[:=]\s*(?P<value>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s,;{}\[\]"']+)"""
+
+_Names = TypeVar("_Names", bound=Iterable[str])
+
+
+def _distinct(names: _Names) -> _Names:
+    seen: set[str] = set()
+    for name in names:
+        if name.casefold() in seen:
+            raise ValueError(f"{name!r} is listed twice (names are case-insensitive)")
+        seen.add(name.casefold())
+    return names
+
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+Distinct = AfterValidator(_distinct)
+
+
+@dataclass(frozen=True, slots=True)
+class StepFacts:
+    """What the filter needs to know about a stored step without parsing it."""
+
+    type: StepType
+    tool_type: ToolType | None  # for tool_call and tool_result steps (the result's tool)
+    tool_name: str | None
+    level: VisibilityLevel  # stored with the step: the tool's default
+
+
+class VisibilityRule(BaseModel):
+    """Visibility levels by tool name, else by tool type."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool_types: dict[ToolType, VisibilityLevel] = Field(default_factory=dict)
+    tools: Annotated[dict[Name, VisibilityLevel], Distinct] = Field(
+        default_factory=dict, max_length=MAX_ENTRIES
+    )
+
+    def level_for(self, facts: StepFacts) -> VisibilityLevel | None:
+        """This rule's level for a step's tool; None when it says nothing about that tool."""
+        if facts.tool_name is not None and facts.tool_name in self.tools:
+            return self.tools[facts.tool_name]
+        return None if facts.tool_type is None else self.tool_types.get(facts.tool_type)
+
+
+class VisibilityPolicy(VisibilityRule):
+    """A tenant's visibility settings (stored as JSON on the tenant, edited via
+    GET|PUT /tenants/{tid}/visibility): tenant-wide levels, per-role overrides, and field names
+    to redact beyond the tools' own."""
+
+    roles: Annotated[dict[Name, VisibilityRule], Distinct] = Field(
+        default_factory=dict, max_length=MAX_ENTRIES
+    )
+    sensitive_fields: Annotated[list[Name], Distinct] = Field(
+        default_factory=list, max_length=MAX_ENTRIES
+    )
+
+
+class SummaryVisibility(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    level: Literal[VisibilityLevel.SUMMARY] = VisibilityLevel.SUMMARY
+    summary: str
+
+
+class StepSummary(BaseModel):
+    """A step as a reader sees it at `summary` level: its place in the chain, no payload."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: UUID
+    step_number: int
+    type: StepType
+    timestamp: AwareDatetime
+    parent_step_id: UUID | None
+    visibility: SummaryVisibility
+
+
+def _needle(text: str) -> str:
+    """A part of `text`, casefolded, that every JSON encoding of it holds verbatim (`\\u`
+    escapes aside): its longest run of characters JSON never escapes."""
+    return max(_ESCAPABLE.split(text.casefold()), key=len) or '"'
+
+
+def _masking(values: Iterable[str]) -> re.Pattern[str]:
+    """Any of `values`, as it is or JSON-escaped at any depth; longest first, so that a value
+    containing another is masked whole."""
+    ordered = sorted(values, key=lambda value: (-len(value), value))
+    return re.compile(
+        "|".join("".join(_ENCODED.get(c) or re.escape(c) for c in v) for v in ordered)
+    )
+
+
+def _json_container(text: str) -> Any:
+    """`text` parsed, if it is a JSON object or array; else None."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "{[":
+        return None
+    try:
+        parsed = json.loads(stripped)
+    except (ValueError, RecursionError):
+        return None
+    return parsed if isinstance(parsed, dict | list) else None
+
+
+class ReaderView:
+    """One reader's view of one chain's steps, for one request or stream.
+
+    Feed it every step in chain order: `render` the ones to send and `learn` the others (those
+    before a page or a resumed stream), so that the secrets of earlier steps are masked
+    wherever later steps repeat them. Never shared between readers or chains.
+    """
+
+    def __init__(
+        self,
+        policy: VisibilityPolicy,
+        *,
+        roles: frozenset[str],
+        full_access: bool,
+        sensitive_fields: Iterable[str],
+    ) -> None:
+        self.full_access = full_access
+        self.served = "full" if full_access else "filtered"
+        self._policy = policy
+        self._role_rules = [policy.roles[role] for role in sorted(roles) if role in policy.roles]
+        names = {n.casefold(): n for n in (*sensitive_fields, *policy.sensitive_fields) if n}
+        self._names = frozenset(names)
+        self._keyed: re.Pattern[str] | None = None
+        if names:
+            plain = "|".join(re.escape(n) for n in sorted(names.values(), key=len, reverse=True))
+            self._keyed = re.compile(rf"(?P<q>[\"'])(?i:{plain})(?P=q){_KEYED_VALUE}")
+        # A text needs parsing only if it holds one of these. A key is quoted at any depth of
+        # nesting (`"password` is in `\"password\"` too); a bare name would also match
+        # `"input_tokens"` for `token`, in every LLM result.
+        self._needles: set[str] = set()
+        for folded in names:
+            needle = _needle(folded)
+            self._needles |= {f'"{needle}', f"'{needle}"} if needle == folded else {needle}
+        self._values: set[str] = set()
+        self._mask: re.Pattern[str] | None = None  # built from `_values` when first needed
+
+    def level(self, facts: StepFacts) -> VisibilityLevel:
+        """The level this reader sees a step at: the most permissive of its roles' overrides,
+        else the tenant's rule (tool name before tool type), else the step's stored level."""
+        if self.full_access:
+            return VisibilityLevel.FULL
+        if facts.tool_type is None and facts.tool_name is None:
+            return facts.level
+        granted = [lvl for rule in self._role_rules if (lvl := rule.level_for(facts)) is not None]
+        if granted:
+            return max(granted, key=_RANK.__getitem__)
+        return self._policy.level_for(facts) or facts.level
+
+    def render(self, step_json: str, facts: StepFacts) -> str | None:
+        """The step as this reader may see it, as JSON text; None when hidden from it.
+
+        Returns `step_json` itself when nothing in it needs changing (always, with full
+        access). Every step rendered is also learned from, whatever its level.
+        """
+        if self.full_access:
+            return step_json
+        level = self.level(facts)
+        if level is VisibilityLevel.HIDDEN:
+            self.learn(step_json, facts)
+            return None
+        sensitive = self._needs_parsing(step_json)
+        if level is VisibilityLevel.FULL and not sensitive:
+            return step_json
+        step = json.loads(step_json)
+        if sensitive:
+            self._collect_step(step)
+        if level is VisibilityLevel.SUMMARY:
+            return self._summary(step, facts)
+        # The envelope (ids, numbers, time, level) is the system's own: never redacted.
+        cleaned = {
+            key: self._clean(value) if key in _PAYLOADS else value for key, value in step.items()
+        }
+        visibility = step.get("visibility") or {}
+        summary = visibility.get("summary")
+        if isinstance(summary, str) and (masked := self._text(summary)) is not summary:
+            cleaned["visibility"] = {**visibility, "summary": masked}
+        if all(cleaned[key] is step[key] for key in step):
+            return step_json
+        return json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
+
+    def learn(self, step_json: str, facts: StepFacts) -> None:
+        """Remember the sensitive values of a step without rendering it."""
+        if not self.full_access and self._needs_parsing(step_json):
+            self._collect_step(json.loads(step_json))
+
+    def _needs_parsing(self, text: str) -> bool:
+        if not self._needles:
+            return False
+        if "\\u" in text:  # may spell a name or a value in disguise
+            return True
+        folded = text.casefold()
+        return any(needle in folded for needle in self._needles)
+
+    def _collect_step(self, step: dict[str, Any]) -> None:
+        for name in _PAYLOADS:
+            self._collect(step.get(name))
+        self._collect((step.get("visibility") or {}).get("summary"))
+
+    def _summary(self, step: dict[str, Any], facts: StepFacts) -> str:
+        stored = (step.get("visibility") or {}).get("summary")
+        summary = self._text(stored) if isinstance(stored, str) and stored else f"{facts.type} step"
+        fields = ("id", "step_number", "type", "timestamp", "parent_step_id")
+        document = {name: step.get(name) for name in fields}
+        document["visibility"] = {"level": VisibilityLevel.SUMMARY.value, "summary": summary}
+        return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
+
+    def _collect(self, node: Any) -> None:
+        """Remember every value under a sensitive key in `node`."""
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key.casefold() in self._names:
+                    self._remember(value)
+                else:
+                    self._collect(value)
+        elif isinstance(node, list):
+            for item in node:
+                self._collect(item)
+        elif isinstance(node, str) and self._needs_parsing(node):
+            nested = _json_container(node)
+            if nested is not None:
+                self._collect(nested)
+            elif self._keyed is not None:
+                for match in self._keyed.finditer(node):
+                    self._remember(_unquoted(match["value"]))
+
+    def _remember(self, value: Any) -> None:
+        if isinstance(value, dict | list):
+            for item in value.values() if isinstance(value, dict) else value:
+                self._remember(item)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            self._remember(str(value))
+        elif isinstance(value, str):
+            fresh = value != REDACTED and value not in self._values
+            if fresh and len(value) >= MIN_REMEMBERED_CHARS:
+                self._values.add(value)
+                self._needles.add(_needle(value))
+                self._mask = None
+            if (nested := _json_container(value)) is not None:
+                self._remember(nested)
+
+    def _clean(self, node: Any) -> Any:
+        """`node` with sensitive keys' values redacted and remembered values masked (in keys
+        too); `node` itself when nothing changed."""
+        if isinstance(node, str):
+            return self._text(node)
+        if isinstance(node, list):
+            items = [self._clean(item) for item in node]
+            return items if any(a is not b for a, b in zip(items, node, strict=True)) else node
+        if isinstance(node, dict):
+            cleaned = {
+                self._text(key): REDACTED if key.casefold() in self._names else self._clean(value)
+                for key, value in node.items()
+            }
+            unchanged = len(cleaned) == len(node) and all(
+                key in node and node[key] is value for key, value in cleaned.items()
+            )
+            return node if unchanged else cleaned
+        return node
+
+    def _text(self, text: str) -> str:
+        if not self._needs_parsing(text):
+            return text
+        nested = _json_container(text)
+        if nested is not None:
+            cleaned = self._clean(nested)
+            return text if cleaned is nested else json.dumps(cleaned, ensure_ascii=False)
+        redacted, keyed = self._keyed.subn(_redact_keyed, text) if self._keyed else (text, 0)
+        if self._mask is None and self._values:
+            self._mask = _masking(self._values)
+        masked, values = self._mask.subn(REDACTED, redacted) if self._mask else (redacted, 0)
+        return masked if keyed or values else text
+
+
+def _unquoted(value: str) -> str:
+    if value.startswith('"'):
+        try:
+            return str(json.loads(value))
+        except ValueError:
+            pass
+    return value[1:-1] if value[0] in "\"'" else value
+
+
+def _redact_keyed(match: re.Match[str]) -> str:
+    quote = match["value"][0] if match["value"][0] in "\"'" else '"'
+    return f"{match.string[match.start() : match.start('value')]}{quote}{REDACTED}{quote}"

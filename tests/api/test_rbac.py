@@ -1,0 +1,138 @@
+"""Who may do what: every route × every role answers as the role's permissions say, a
+refusal names the missing permission, and members cancel only their own tasks."""
+
+from typing import Any
+
+import pytest
+
+from app.security.rbac import Permission, Role
+from tests.api.helpers import assert_problem, script_two_tool_task, stream, submit
+from tests.api.test_auth import ROUTES
+from tests.fakes.openai_server import Reply
+from tests.service import MODEL, Service
+
+ROLES = [role.value for role in Role] + ["none"]
+ALL = dict.fromkeys(ROLES, 200) | {"none": 403}
+ADMINS = {"platform_admin": 200, "tenant_admin": 200}
+
+
+def _only(allowed: dict[str, int]) -> dict[str, int]:
+    return {role: allowed.get(role, 403) for role in ROLES}
+
+
+# The status each role gets on its own tenant's resources (a finished task of another member).
+EXPECTED: dict[str, dict[str, int]] = {
+    "POST /api/v1/tasks": _only({"platform_admin": 202, "tenant_admin": 202, "member": 202}),
+    "GET /api/v1/tasks": ALL,
+    "GET /api/v1/tasks/{task_id}": ALL,
+    # Finished: a permitted cancel is a conflict; a member may not cancel another's task.
+    "POST /api/v1/tasks/{task_id}/cancel": _only({"platform_admin": 409, "tenant_admin": 409}),
+    "GET /api/v1/tasks/{task_id}/events": ALL,
+    "GET /api/v1/tasks/{task_id}/chain": ALL,
+    "GET /api/v1/chains/{chain_id}": ALL,
+    "GET /api/v1/chains/{chain_id}/steps": ALL,
+    "GET /api/v1/tenants/{tenant_id}/chains": ALL,
+    "POST /api/v1/tenants": _only({"platform_admin": 201}),
+    "GET /api/v1/tenants": _only({"platform_admin": 200}),
+    "GET /api/v1/tenants/{tenant_id}": _only(ADMINS),
+    "PATCH /api/v1/tenants/{tenant_id}": _only({"platform_admin": 200}),
+    "GET /api/v1/tenants/{tenant_id}/visibility": _only(ADMINS),
+    "PUT /api/v1/tenants/{tenant_id}/visibility": _only(ADMINS),
+    "GET /api/v1/tenants/{tenant_id}/tools": _only(ADMINS),
+    "PUT /api/v1/tenants/{tenant_id}/tools": _only(ADMINS),
+    "GET /api/v1/tenants/{tenant_id}/audit": _only(ADMINS | {"auditor": 200}),
+    "GET /api/v1/tools": dict.fromkeys(ROLES, 200),
+}
+
+# What a refusal names.
+NEEDS: dict[str, str] = {
+    "POST /api/v1/tasks": Permission.TASK_CREATE,
+    "GET /api/v1/tasks": Permission.TASK_READ,
+    "GET /api/v1/tasks/{task_id}": Permission.TASK_READ,
+    "POST /api/v1/tasks/{task_id}/cancel": Permission.TASK_CANCEL,
+    "GET /api/v1/tasks/{task_id}/events": Permission.CHAIN_READ,
+    "GET /api/v1/tasks/{task_id}/chain": Permission.CHAIN_READ,
+    "GET /api/v1/chains/{chain_id}": Permission.CHAIN_READ,
+    "GET /api/v1/chains/{chain_id}/steps": Permission.CHAIN_READ,
+    "GET /api/v1/tenants/{tenant_id}/chains": Permission.CHAIN_READ,
+    "POST /api/v1/tenants": Permission.TENANT_MANAGE,
+    "GET /api/v1/tenants": Permission.TENANT_MANAGE,
+    "GET /api/v1/tenants/{tenant_id}": Permission.TENANT_MANAGE,
+    "PATCH /api/v1/tenants/{tenant_id}": Permission.TENANT_MANAGE,
+    "GET /api/v1/tenants/{tenant_id}/visibility": Permission.TOOL_CONFIGURE,
+    "PUT /api/v1/tenants/{tenant_id}/visibility": Permission.TOOL_CONFIGURE,
+    "GET /api/v1/tenants/{tenant_id}/tools": Permission.TOOL_CONFIGURE,
+    "PUT /api/v1/tenants/{tenant_id}/tools": Permission.TOOL_CONFIGURE,
+    "GET /api/v1/tenants/{tenant_id}/audit": Permission.AUDIT_READ,
+}
+
+
+def test_the_table_covers_every_api_route(service: Service) -> None:
+    paths = service.app.openapi()["paths"]
+    served = {
+        f"{method.upper()} {path}"
+        for path, operations in paths.items()
+        if path.startswith("/api/")
+        for method in operations
+    }
+    assert served == {str(route) for route in ROUTES} == set(EXPECTED)
+
+
+async def _finished_task(service: Service, tenant: str) -> dict[str, Any]:
+    script_two_tool_task(service.fake_llm)
+    async with service.client(tenant, sub="owner") as client:
+        accepted = await submit(client)
+        await stream(client, accepted["task_id"])
+    return accepted
+
+
+@pytest.mark.parametrize("role", ROLES)
+async def test_every_route_answers_each_role_as_its_permissions_say(
+    service: Service, tenant: str, role: str
+) -> None:
+    theirs = await _finished_task(service, tenant)
+    service.fake_llm.always(MODEL, Reply.text("Done."))
+    roles = () if role == "none" else (role,)
+    got: dict[str, int] = {}
+    async with service.client(tenant, sub=f"{role}-user", roles=roles) as client:
+        for route in ROUTES:
+            url = route.url(
+                task_id=theirs["task_id"], chain_id=theirs["chain_id"], tenant_id=tenant
+            )
+            response = await client.request(route.method, url, **route.request_kwargs())
+            got[str(route)] = response.status_code
+            if response.status_code == 403:
+                body = assert_problem(response, 403, "forbidden")
+                assert body["permission"] == NEEDS[str(route)], body
+            if response.status_code == 202:  # let the accepted run finish
+                await stream(client, response.json()["task_id"])
+
+    assert got == {route: statuses[role] for route, statuses in EXPECTED.items()}
+
+
+async def test_members_cancel_their_own_tasks_and_tenant_admins_any(
+    service: Service, tenant: str
+) -> None:
+    fake = service.fake_llm
+    fake.script(MODEL, Reply.text("slow", delay_s=30), Reply.text("slow", delay_s=30))
+    async with (
+        service.client(tenant, sub="ann") as ann,
+        service.client(tenant, sub="bob") as bob,
+        service.client(tenant, sub="root", roles=("tenant_admin",)) as admin,
+    ):
+        first = await submit(ann)
+        second = await submit(ann)
+        await fake.wait_for_requests(2, MODEL)
+
+        refused = await bob.post(f"/api/v1/tasks/{first['task_id']}/cancel")
+        own = await ann.post(f"/api/v1/tasks/{first['task_id']}/cancel")
+        by_admin = await admin.post(f"/api/v1/tasks/{second['task_id']}/cancel")
+
+    body = assert_problem(refused, 403, "forbidden")
+    assert body["permission"] == "task:cancel"
+    assert "own" in body["detail"]
+    assert own.status_code == 200
+    assert own.json()["status"] == "cancelled"
+    assert by_admin.status_code == 200
+    assert by_admin.json()["status"] == "cancelled"
+    assert by_admin.json()["error_message"] == "cancelled by root"

@@ -1,0 +1,194 @@
+"""What each reader sees of one chain: full, summary and hidden steps by tool and role, and a
+sensitive argument that reaches no restricted reader, over SSE and REST alike."""
+
+import json
+from typing import Any
+
+from tests.api.helpers import submit
+from tests.fakes.openai_server import Reply, ToolCall
+from tests.service import MODEL, Service
+from tests.sse import SSE, collect
+
+SECRET = "hunter2-S3CRET-9f4c"
+TOOLS = ["calculator", "current_time", "vault_store"]
+POLICY = {
+    "tools": {"current_time": "summary", "calculator": "hidden"},
+    "roles": {
+        "member": {"tools": {"calculator": "full"}},
+        "viewer": {"tool_types": {"llm": "summary"}},
+    },
+}
+# The form each role gets each tool's steps in (auditors read everything as it is).
+VIEWS = {
+    "member": {
+        "llm": "full",
+        "vault_store": "full",
+        "calculator": "full",
+        "current_time": "summary",
+    },
+    "viewer": {"llm": "summary", "vault_store": "full", "current_time": "summary"},
+    "auditor": {"llm": "full", "vault_store": "full", "calculator": "full", "current_time": "full"},
+}
+STEP_KEYS = {"id", "step_number", "type", "timestamp", "parent_step_id", "visibility"}
+
+
+def _script(service: Service) -> None:
+    service.fake_llm.script(
+        MODEL,
+        Reply.tool_calls(
+            [ToolCall("vault_store", {"name": "db", "password": SECRET}, id="v1")],
+            prompt_tokens=50,
+            completion_tokens=10,
+        ),
+        Reply.tool_calls([ToolCall("calculator", {"expression": "6 * 7"}, id="c1")]),
+        Reply.tool_calls([ToolCall("current_time", {"timezone": "UTC"}, id="t1")]),
+        Reply.text("Stored it; 6 * 7 = 42."),
+    )
+
+
+async def _chain_with_every_visibility(service: Service, tenant: str) -> dict[str, Any]:
+    await service.create_tenant(tenant + "-x", enabled_tools=TOOLS)  # unrelated neighbour
+    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
+        assert (
+            await admin.put(f"/api/v1/tenants/{tenant}/tools", json={"enabled_tools": TOOLS})
+        ).status_code == 200
+        assert (
+            await admin.put(f"/api/v1/tenants/{tenant}/visibility", json=POLICY)
+        ).status_code == 200
+    _script(service)
+    async with service.client(tenant, sub="alice", roles=("member",)) as member:
+        accepted = await submit(member, input="Store the db credential, then compute 6 * 7.")
+        async with member.stream("GET", f"/api/v1/tasks/{accepted['task_id']}/events") as r:
+            await collect(r)
+    return accepted
+
+
+def _tool_of_each_step(steps: list[dict[str, Any]]) -> dict[int, str]:
+    """Step number → the tool its call or result belongs to (full chain)."""
+    by_correlation: dict[str, str] = {}
+    tools: dict[int, str] = {}
+    for step in steps:
+        if step["tool_call"] is not None:
+            by_correlation[step["tool_call"]["correlation_id"]] = step["tool_call"]["tool_name"]
+            tools[step["step_number"]] = step["tool_call"]["tool_name"]
+        elif step["tool_result"] is not None:
+            tools[step["step_number"]] = by_correlation[step["tool_result"]["correlation_id"]]
+    return tools
+
+
+def _expected_view(full: list[dict[str, Any]], role: str) -> list[tuple[int, str]]:
+    tools = _tool_of_each_step(full)
+    expected = []
+    for step in full:
+        tool = tools.get(step["step_number"])
+        form = "full" if tool is None else VIEWS[role].get(tool, "hidden")
+        if form != "hidden":
+            expected.append((step["step_number"], form))
+    return expected
+
+
+def _served_view(steps: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    served = []
+    for step in steps:
+        if set(step) == STEP_KEYS:
+            assert step["visibility"]["level"] == "summary"
+            assert step["visibility"]["summary"]
+            served.append((step["step_number"], "summary"))
+        else:
+            served.append((step["step_number"], "full"))
+    return served
+
+
+async def _read_everything(
+    service: Service, tenant: str, role: str, task_id: str, chain_id: str
+) -> tuple[list[SSE], bytes, dict[str, Any], list[dict[str, Any]]]:
+    async with service.client(tenant, sub=f"{role}-1", roles=(role,)) as client:
+        async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
+            raw = b"".join([chunk async for chunk in response.aiter_bytes()])
+        events = []
+        async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
+            events = await collect(response)
+        chain = await client.get(f"/api/v1/chains/{chain_id}")
+        task_chain = await client.get(f"/api/v1/tasks/{task_id}/chain")
+        pages, after = [], 0
+        while after is not None:
+            page = await client.get(
+                f"/api/v1/chains/{chain_id}/steps", params={"after": after, "limit": 3}
+            )
+            assert page.status_code == 200
+            pages.append(page.content)
+            after = page.json()["next_after"]
+        task = await client.get(f"/api/v1/tasks/{task_id}")
+        listing = await client.get("/api/v1/tasks")
+    assert chain.status_code == task_chain.status_code == 200
+    assert chain.json() == task_chain.json()
+    every_byte = b"".join(
+        [raw, chain.content, task_chain.content, *pages, task.content, listing.content]
+    )
+    paged = [step for body in pages for step in json.loads(body)["items"]]
+    return events, every_byte, chain.json(), paged
+
+
+async def test_each_role_gets_its_view_over_sse_and_rest_and_the_secret_reaches_only_the_auditor(
+    service: Service, tenant: str
+) -> None:
+    accepted = await _chain_with_every_visibility(service, tenant)
+    task_id, chain_id = accepted["task_id"], accepted["chain_id"]
+    reads = {
+        role: await _read_everything(service, tenant, role, task_id, chain_id)
+        for role in ("auditor", "member", "viewer")
+    }
+    full_chain = reads["auditor"][2]["steps"]
+    assert {step["tool_call"]["tool_name"] for step in full_chain if step["tool_call"]} == {
+        "llm",
+        *TOOLS,
+    }
+
+    for role, (events, every_byte, chain, paged) in reads.items():
+        streamed = [event.json["step"] for event in events if event.event == "reasoning_step"]
+        # SSE and REST agree, step for step.
+        assert streamed == chain["steps"] == paged, role
+        assert _served_view(chain["steps"]) == _expected_view(full_chain, role), role
+        # Ids stay the stream's own: hidden steps leave gaps, nothing else is missing.
+        ids = [event.id for event in events]
+        assert ids == sorted(ids)
+        assert ids[-1] == reads["auditor"][0][-1].id
+        assert [e.event for e in events if e.event != "reasoning_step"] == [
+            "chain_started",
+            "task_status",
+            "chain_completed",
+            "done",
+        ]
+        # Metrics are the true totals for every reader.
+        assert chain["metrics"] == reads["auditor"][2]["metrics"]
+        if role == "auditor":
+            assert SECRET.encode() in every_byte
+        else:
+            assert SECRET.encode() not in every_byte, role
+            vault_calls = [
+                s
+                for s in chain["steps"]
+                if s.get("tool_call") and s["tool_call"]["tool_name"] == "vault_store"
+            ]
+            assert vault_calls[0]["tool_call"]["arguments"] == {
+                "name": "db",
+                "password": "[REDACTED]",
+            }
+
+
+async def test_a_restricted_reader_resumes_its_filtered_stream_without_gap_or_duplicate(
+    service: Service, tenant: str
+) -> None:
+    accepted = await _chain_with_every_visibility(service, tenant)
+    task_id = accepted["task_id"]
+    async with service.client(tenant, sub="v", roles=("viewer",)) as client:
+        async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
+            whole = await collect(response)
+        cut = whole[len(whole) // 2].id
+        async with client.stream(
+            "GET", f"/api/v1/tasks/{task_id}/events", headers={"Last-Event-ID": str(cut)}
+        ) as response:
+            rest = await collect(response)
+
+    assert [e for e in whole if e.id is not None and e.id <= cut] + rest == whole
+    assert all(SECRET not in event.data for event in whole)
