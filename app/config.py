@@ -84,6 +84,14 @@ class Settings(BaseSettings):
         description="Minimum time between refetches caused by unknown `kid`s (a flood of forged "
         "tokens must not become a flood of requests to the identity provider).",
     )
+    audit_flush_s: float = Field(
+        default=0.2,
+        ge=0,
+        le=10,
+        description="How long the audit events of stream openings may wait to be stored with "
+        "other writes (a crash loses at most this much of them); chain reads are stored "
+        "before they are answered.",
+    )
     tenant_cache_s: float = Field(
         default=5.0,
         ge=0,

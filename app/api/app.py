@@ -39,7 +39,11 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     tenants = TenantDirectory(database, ttl_s=settings.tenant_cache_s)
     try:
         run_log = RunLog(database)
-        runs = RunManager(run_log, heartbeat_s=settings.runner_heartbeat_s)
+        runs = RunManager(
+            run_log,
+            heartbeat_s=settings.runner_heartbeat_s,
+            audit_flush_s=settings.audit_flush_s,
+        )
         tools: list[BaseTool] = [*builtin_tools(), *app.state.extra_tools]
         runtime = AgentRuntime.build(settings, tools=tools, recorder=runs)
         runs.attach(runtime)

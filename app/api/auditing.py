@@ -12,8 +12,7 @@ from app.security.visibility import ReaderView
 from app.storage.audit import AuditRepository
 
 
-async def record_chain_read(
-    connection: AsyncConnection,
+def chain_read(
     caller: Caller,
     *,
     action: AuditAction,
@@ -21,8 +20,9 @@ async def record_chain_read(
     task_id: UUID,
     view: ReaderView,
     **details: Any,
-) -> None:
-    """Who read which chain (or opened its stream), and which view it was served."""
+) -> dict[str, Any]:
+    """The audit row of a chain read (or stream opening): who read which chain, and which
+    view it was served. Stored through `RunManager.record_audit`, with the runs' writes."""
     row = audit_row(
         actor=caller.subject,
         action=action,
@@ -36,7 +36,7 @@ async def record_chain_read(
         },
         at=utc_now(),
     )
-    await AuditRepository(connection, caller.tenant_id).append([row])
+    return {**row, "tenant_id": caller.tenant_id}
 
 
 async def record_change(

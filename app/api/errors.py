@@ -141,11 +141,9 @@ def _as_api_error(exc: Exception) -> ApiError | None:
             errors = [
                 FieldProblem(field=f"body.{p.field}", message=p.message) for p in exc.problems
             ]
+            # Not a missing permission but a missing role: `errors` names it per tool.
             return ApiError(
-                FORBIDDEN,
-                "the task names tools the caller's roles may not use",
-                errors=errors,
-                permission="tool:execute",
+                FORBIDDEN, "the task names tools the caller's roles may not use", errors=errors
             )
         case TaskAlreadyFinished():
             return ApiError(TASK_FINISHED, str(exc))

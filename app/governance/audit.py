@@ -12,6 +12,7 @@ class AuditAction(StrEnum):
     VISIBILITY_UPDATE = "tenant.visibility.update"
     TOOLS_UPDATE = "tenant.tools.update"
     CHAIN_READ = "chain.read"
+    CHAIN_EXPORT = "chain.export"
     CHAIN_STREAM = "chain.stream"
 
 

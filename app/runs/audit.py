@@ -38,7 +38,9 @@ class ToolAuditor:
     ) -> dict[str, Any] | None:
         """The audit row a step completes (a tool_result), or None."""
         if step.tool_call is not None:
-            arguments = self._redacted(step_json, facts)["tool_call"]["arguments"]
+            arguments = self._redacted(step_json, facts, "tool_call", "arguments")
+            if arguments is None:  # nothing to redact
+                arguments = dict(step.tool_call.arguments)
             # (A tenant may have named `arguments` itself sensitive: then it is the marker.)
             if step.tool_call.tool_type is ToolType.LLM and isinstance(arguments, dict):
                 # The conversation is in the chain; the audit log keeps what was asked of whom.
@@ -70,7 +72,8 @@ class ToolAuditor:
         if not result.success:
             details["error"] = result.error
         elif facts.tool_name is not None and self._audit_levels.get(facts.tool_name) == "full":
-            details["result"] = self._redacted(step_json, facts)["tool_result"]["result"]
+            redacted = self._redacted(step_json, facts, "tool_result", "result")
+            details["result"] = result.result if redacted is None else redacted
         return audit_row(
             actor=self._actor,
             action=AuditAction.TOOL_EXECUTE,
@@ -80,9 +83,12 @@ class ToolAuditor:
             at=at,
         )
 
-    def _redacted(self, step_json: str, facts: StepFacts) -> dict[str, Any]:
+    def _redacted(self, step_json: str, facts: StepFacts, payload: str, key: str) -> Any:
+        """`step[payload][key]` redacted, or None when the step needs no redaction (the
+        common case: then it is not decoded at all)."""
         full = StepFacts(facts.type, facts.tool_type, facts.tool_name, VisibilityLevel.FULL)
         rendered = self._redactor.render(step_json, full)
         assert rendered is not None, "a full-level step is never hidden"
-        document: dict[str, Any] = json.loads(rendered)
-        return document
+        if rendered is step_json:
+            return None
+        return json.loads(rendered)[payload][key]

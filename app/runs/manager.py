@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID, uuid4
 
 from app.agents import AgentRun, AgentRuntime, AgentTask
@@ -69,19 +70,35 @@ class _PendingWrite:
     last: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _PendingAudit:
+    """Audit rows of requests (chain reads, stream opens), stored with the next group; a
+    request that does not wait for them (`stored` None) lets them wait for company."""
+
+    rows: list[dict[str, Any]]
+    stored: asyncio.Future[None] | None
+
+    @property
+    def lazy(self) -> bool:
+        return self.stored is None
+
+
 class RunManager:
     """The runs of this process. Also the runtime's `CostRecorder`: a run's cost records are
     written in the same transaction as the steps that follow them."""
 
-    def __init__(self, log: RunLog, *, heartbeat_s: float = 10.0) -> None:
+    def __init__(
+        self, log: RunLog, *, heartbeat_s: float = 10.0, audit_flush_s: float = 0.2
+    ) -> None:
         self._log = log
+        self._audit_flush_s = audit_flush_s
         self._runtime: AgentRuntime | None = None
         self._tool_sensitive_fields: frozenset[str] = frozenset()
         self._audit_levels: dict[str, str] = {}
         self._runs: dict[UUID, _LiveRun] = {}
         self._heartbeat_s = heartbeat_s
         self._heartbeat: asyncio.Task[None] | None = None
-        self._pending: asyncio.Queue[_PendingWrite] = asyncio.Queue()
+        self._pending: asyncio.Queue[_PendingWrite | _PendingAudit] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
         self.lease = RunnerLease(
             id=f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:12]}",
@@ -234,10 +251,29 @@ class RunManager:
         recorder = RunRecorder(task_id, principal.tenant_id, chain, auditor)
         live = _LiveRun(task_id, run, recorder)
         self._runs[task_id] = live
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write_groups(), name="run-writer")
+        self._start_writer()
         live.reader = asyncio.create_task(self._record(live), name=f"record-{task_id}")
         return SubmittedTask(task_id, chain.id, TaskState.SUBMITTED)
+
+    async def record_audit(self, rows: list[dict[str, Any]]) -> None:
+        """Stores audit rows (each with its `tenant_id`) with the next group the writer
+        commits, and returns once they are stored: many requests' rows share one commit with
+        the runs' writes instead of a commit each."""
+        stored = asyncio.get_running_loop().create_future()
+        self._pending.put_nowait(_PendingAudit(rows, stored))
+        self._start_writer()
+        await stored
+
+    def queue_audit(self, rows: list[dict[str, Any]]) -> None:
+        """Queues audit rows without waiting: they are stored with the runs' next write, or
+        at most `audit_flush_s` later, so that frequent requests (stream opens) add no commit
+        of their own. Until then a crash of the process loses them; a shutdown stores them."""
+        self._pending.put_nowait(_PendingAudit(rows, None))
+        self._start_writer()
+
+    def _start_writer(self) -> None:
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._write_groups(), name="run-writer")
 
     async def cancel(self, task_id: UUID, reason: str = "cancelled by the client") -> bool:
         """Cancels a live run and waits until its end is stored; False if it is not live
@@ -284,6 +320,8 @@ class RunManager:
             await asyncio.wait([self._heartbeat])
         await self.shutdown(grace_s)
         if self._writer is not None:
+            with contextlib.suppress(Exception):  # logged by the writer
+                await self.record_audit([])  # stores what was queued without waiting
             self._writer.cancel()
             await asyncio.wait([self._writer])
             self._writer = None
@@ -318,29 +356,48 @@ class RunManager:
             self._break(live)
 
     async def _write_groups(self) -> None:
-        """The one writer of this process: whatever all runs queued while the previous
-        transaction was committing is stored in the next one (group commit), then published.
-        One connection writes, however many runs there are."""
+        """The one writer of this process: whatever all runs (and requests' audit rows) queued
+        while the previous transaction was committing is stored in the next one (group
+        commit), then published. One connection writes, however many runs there are."""
+        loop = asyncio.get_running_loop()
         while True:
             group = [await self._pending.get()]
+            # Audit rows nobody waits for wait (a little) for something else to commit with.
+            deadline = loop.time() + self._audit_flush_s
+            while all(isinstance(p, _PendingAudit) and p.lazy for p in group):
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        group.append(await self._pending.get())
+                except TimeoutError:
+                    break
             while not self._pending.empty() and len(group) < _MAX_GROUP:
                 group.append(self._pending.get_nowait())
-            group = [pending for pending in group if not pending.live.broken]
-            if not group:
+            runs = [p for p in group if isinstance(p, _PendingWrite) and not p.live.broken]
+            audits = [p for p in group if isinstance(p, _PendingAudit)]
+            if not runs and not audits:
                 continue
             try:
-                await self._append([pending.write for pending in group])
+                await self._append(
+                    [pending.write for pending in runs],
+                    [row for pending in audits for row in pending.rows],
+                )
             except Exception:
                 logger.exception("storing a group of %d writes failed", len(group))
-                group = await self._isolate(group)
-            for pending in group:
+                runs, audits = await self._isolate(runs, audits)
+            for audit in audits:
+                if audit.stored is not None and not audit.stored.done():
+                    audit.stored.set_result(None)
+            for pending in runs:
                 pending.live.channel.publish(pending.events)
                 if pending.last:
                     self._finish(pending.live)
 
-    async def _isolate(self, group: list[_PendingWrite]) -> list[_PendingWrite]:
+    async def _isolate(
+        self, group: list[_PendingWrite], audits: list[_PendingAudit]
+    ) -> tuple[list[_PendingWrite], list[_PendingAudit]]:
         """After a group failed for good: each write alone, so one run's bad write stops that
-        run only. Returns what was stored."""
+        run only (and a request whose audit rows cannot be stored fails). Returns what was
+        stored."""
         stored: list[_PendingWrite] = []
         for pending in group:
             if pending.live.broken:
@@ -354,12 +411,22 @@ class RunManager:
                 self._break(pending.live)
             else:
                 stored.append(pending)
-        return stored
+        audited: list[_PendingAudit] = []
+        for audit in audits:
+            try:
+                await self._log.append([], audit.rows)
+            except Exception as exc:
+                logger.exception("storing audit events failed")
+                if audit.stored is not None and not audit.stored.done():
+                    audit.stored.set_exception(exc)
+            else:
+                audited.append(audit)
+        return stored, audited
 
-    async def _append(self, writes: list[RunWrite]) -> None:
+    async def _append(self, writes: list[RunWrite], audits: list[dict[str, Any]]) -> None:
         for delay in (*_WRITE_RETRY_DELAYS_S, None):
             try:
-                await self._log.append(writes)
+                await self._log.append(writes, audits)
             except Exception:
                 if delay is None:
                     raise

@@ -29,11 +29,14 @@ async def task_stream(
 
     With a `view` that lacks full access, each step is sent as that view renders it and hidden
     steps are left out; ids stay the stream's own, so a reconnect resumes where it left off.
-    Such a view reads from the start, so that secrets of earlier steps are known to it.
+    Such a view reads from the start (unless it has nothing to redact), so that secrets of
+    earlier steps are known to it.
     """
     if view is not None and view.full_access:
         view = None
-    events = _events(manager, log, task_id, tenant_id, chain_id, 0 if view else after, keepalive_s)
+    # A view with nothing to redact has nothing to learn from earlier steps either.
+    start = 0 if view is not None and not view.transparent else after
+    events = _events(manager, log, task_id, tenant_id, chain_id, start, keepalive_s)
     if view is None:
         async for event in events:
             yield event

@@ -173,6 +173,13 @@ class ReaderView:
         self._values: set[str] = set()
         self._mask: re.Pattern[str] | None = None  # built from `_values` when first needed
 
+    @property
+    def transparent(self) -> bool:
+        """Whether this view changes nothing but what the stored levels say: no rules and no
+        sensitive fields. A caller may then pass a step stored at `full` without rendering."""
+        policy = self._policy
+        return not (self._needles or self._role_rules or policy.tools or policy.tool_types)
+
     def level(self, facts: StepFacts) -> VisibilityLevel:
         """The level this reader sees a step at: the most permissive of its roles' overrides,
         else the tenant's rule (tool name before tool type), else the step's stored level."""

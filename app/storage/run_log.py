@@ -88,9 +88,12 @@ class RunLog:
             await connection.execute(insert(tasks), [task])
             await connection.execute(insert(reasoning_chains), [chain])
 
-    async def append(self, writes: Sequence[RunWrite]) -> None:
+    async def append(
+        self, writes: Sequence[RunWrite], audits: Sequence[dict[str, Any]] = ()
+    ) -> None:
         """Stores the writes of any number of runs in one transaction (group commit), in
-        order: a later write of the same run overrides an earlier one's changes. Rows are
+        order: a later write of the same run overrides an earlier one's changes; `audits` are
+        further `audit_events` rows (each with its `tenant_id`) stored with them. Rows are
         locked tasks first, then chains, in id order, as `end_unattended` does, so concurrent
         writers cannot deadlock."""
         task_changes: dict[UUID, dict[str, Any]] = {}
@@ -104,7 +107,7 @@ class RunLog:
         steps = [row for write in writes for row in write.steps]
         events = [row for write in writes for row in write.events]
         costs = [row for write in writes for row in write.costs]
-        audits = [row for write in writes for row in write.audits]
+        audits = [*audits, *(row for write in writes for row in write.audits)]
         if not self._database.is_sqlite:
             document = group_document(task_changes, chain_changes, steps, events, costs, audits)
             async with self._database.autocommit() as connection:

@@ -114,3 +114,29 @@ async def test_the_database_refuses_to_change_or_delete_audit_events(
         async with service.state.database.transaction() as connection:
             await connection.execute(text(f"{statement} WHERE tenant_id = :t"), {"t": tenant})
     assert len(await _audit(service, tenant)) == 1
+
+
+async def test_opening_a_stream_is_audited_without_delaying_it(
+    service: Service, tenant: str
+) -> None:
+    _script(service)
+    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
+        await admin.put(f"/api/v1/tenants/{tenant}/tools", json={"enabled_tools": TOOLS})
+        accepted = await submit(admin, input="Store the db credential.")
+        async with admin.stream("GET", f"/api/v1/tasks/{accepted['task_id']}/events") as r:
+            await collect(r)
+    # The run has ended: nothing else will be written with this stream's audit row.
+    url = f"/api/v1/tasks/{accepted['task_id']}/events"
+    async with (
+        service.client(tenant, sub="late", roles=("viewer",)) as viewer,
+        viewer.stream("GET", url, params={"after": 3}) as r,
+    ):
+        await collect(r)
+    # Stream openings are stored with the next write; an awaited one is the barrier here.
+    await service.state.runs.record_audit([])
+
+    streams = await _audit(service, tenant, action="chain.stream")
+    assert [(e["actor"], e["details"]["served"], e["details"]["after"]) for e in streams] == [
+        ("late", "filtered", 3),
+        ("root", "full", 0),
+    ]

@@ -53,6 +53,7 @@ ROUTES = [
     Route("GET", "/api/v1/tasks/{task_id}/chain"),
     Route("GET", "/api/v1/chains/{chain_id}"),
     Route("GET", "/api/v1/chains/{chain_id}/steps"),
+    Route("GET", "/api/v1/chains/{chain_id}/export"),
     Route("GET", "/api/v1/tenants/{tenant_id}/chains"),
     Route("POST", "/api/v1/tenants"),
     Route("GET", "/api/v1/tenants"),

@@ -27,7 +27,7 @@ def test_the_committed_document_is_what_the_app_generates() -> None:
 
 def test_every_api_route_documents_its_errors_as_problem_details() -> None:
     api = [(m, p, op) for m, p, op in _operations() if p.startswith("/api/v1/")]
-    assert len(api) == 19
+    assert len(api) == 20
     for method, path, operation in api:
         responses = operation["responses"]
         assert {"401", "403"} <= responses.keys(), (method, path)

@@ -78,6 +78,7 @@ async def test_naming_a_tool_the_caller_may_not_use_is_refused_and_an_unenabled_
         tools = await client.get("/api/v1/tools")
 
     body = assert_problem(refused, 403, "forbidden")
+    assert "permission" not in body  # the caller lacks a role, not a permission
     assert body["errors"] == [
         {
             "field": "body.tools.1",

@@ -120,10 +120,24 @@ async def _read_everything(
             after = page.json()["next_after"]
         task = await client.get(f"/api/v1/tasks/{task_id}")
         listing = await client.get("/api/v1/tasks")
+        export = await client.get(f"/api/v1/chains/{chain_id}/export")
     assert chain.status_code == task_chain.status_code == 200
     assert chain.json() == task_chain.json()
+    # Viewers may not export; everyone else's export is its chain read, as a download.
+    assert export.status_code == (403 if role == "viewer" else 200)
+    if export.status_code == 200:
+        assert export.json() == chain.json()
+        assert export.headers["content-disposition"].startswith("attachment")
     every_byte = b"".join(
-        [raw, chain.content, task_chain.content, *pages, task.content, listing.content]
+        [
+            raw,
+            chain.content,
+            task_chain.content,
+            *pages,
+            task.content,
+            listing.content,
+            export.content,
+        ]
     )
     paged = [step for body in pages for step in json.loads(body)["items"]]
     return events, every_byte, chain.json(), paged

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
-from app.api.access import RequireChainRead
+from app.api.access import RequireChainExport, RequireChainRead
 from app.api.chains.schemas import ChainOut, ChainPage, ChainSummary, StepPage
 from app.api.chains.service import chain_document, step_page
 from app.api.deps import State
@@ -14,6 +14,7 @@ from app.api.errors import problems
 from app.api.query import aware
 from app.api.tasks.service import MAX_SEQ
 from app.chain import ChainStatus
+from app.governance.audit import AuditAction
 from app.storage.chains import ChainRepository
 from app.storage.pagination import MAX_PAGE_SIZE, Cursor
 
@@ -46,6 +47,20 @@ async def get_chain(chain_id: UUID, caller: RequireChainRead, state: State) -> R
     (step numbers then skip) and sensitive fields read `[REDACTED]`. Metrics are the true
     totals. Every read is audited."""
     return Response(await chain_document(state, caller, chain_id=chain_id), media_type=_JSON)
+
+
+@router.get(
+    "/chains/{chain_id}/export",
+    summary="Export a chain",
+    response_model=ChainOut,
+    responses=problems(401, 403, 404, 422),
+)
+async def export_chain(chain_id: UUID, caller: RequireChainExport, state: State) -> Response:
+    """The chain as a JSON file to download, filtered like the chain route for the caller;
+    audited as `chain.export`."""
+    body = await chain_document(state, caller, chain_id=chain_id, action=AuditAction.CHAIN_EXPORT)
+    disposition = f'attachment; filename="chain-{chain_id}.json"'
+    return Response(body, media_type=_JSON, headers={"Content-Disposition": disposition})
 
 
 @router.get(

@@ -1,10 +1,11 @@
 """Chain reads on behalf of a caller: within its tenant, as its view shows them, audited in
 the same transaction as the read."""
 
+import asyncio
 from uuid import UUID
 
 from app.api.access import Caller
-from app.api.auditing import record_chain_read
+from app.api.auditing import chain_read
 from app.api.chains.schemas import ChainSummary, with_steps
 from app.api.state import AppState
 from app.governance.audit import AuditAction
@@ -17,11 +18,17 @@ from app.storage.tasks import TaskRepository
 
 
 async def chain_document(
-    state: AppState, caller: Caller, *, chain_id: UUID | None = None, task_id: UUID | None = None
+    state: AppState,
+    caller: Caller,
+    *,
+    chain_id: UUID | None = None,
+    task_id: UUID | None = None,
+    action: AuditAction = AuditAction.CHAIN_READ,
 ) -> bytes:
-    """A chain with its steps (by its id or its task's), rendered as JSON for this caller."""
+    """A chain with its steps (by its id or its task's), rendered as JSON for this caller;
+    audited as `action`."""
     view = caller.view(state)
-    async with state.database.transaction() as connection:
+    async with state.database.read() as connection:
         chains = ChainRepository(connection, caller.tenant_id)
         if task_id is not None:
             task = await TaskRepository(connection, caller.tenant_id).get(task_id)
@@ -30,18 +37,13 @@ async def chain_document(
             chain_id = task.chain_id
         assert chain_id is not None
         chain = await _find_chain(chains, chain_id)
+        audited = _audit(state, caller, chain, view, action)
         if view.full_access:
             documents = await chains.step_documents(chain_id)
         else:
             documents = _render(view, await chains.step_rows(chain_id), after=0)
-        await record_chain_read(
-            connection,
-            caller,
-            action=AuditAction.CHAIN_READ,
-            chain_id=chain.id,
-            task_id=chain.task_id,
-            view=view,
-        )
+    # Awaited once the connection is back: on SQLite the writer needs that one connection.
+    await audited
     return with_steps(ChainSummary.of(chain), "steps", documents)
 
 
@@ -51,9 +53,10 @@ async def step_page(
     """Steps `after + 1 … after + limit` as this caller sees them (hidden ones left out, so
     a page may hold fewer), and where the next page starts."""
     view = caller.view(state)
-    async with state.database.transaction() as connection:
+    async with state.database.read() as connection:
         chains = ChainRepository(connection, caller.tenant_id)
         chain = await _find_chain(chains, chain_id)
+        audited = _audit(state, caller, chain, view, AuditAction.CHAIN_READ, after, limit)
         if view.full_access:
             documents = await chains.step_documents(chain_id, after=after, limit=limit + 1)
             more = len(documents) > limit
@@ -63,16 +66,7 @@ async def step_page(
             rows = await chains.step_rows(chain_id, upto=after + limit + 1)
             more = len(rows) > after + limit
             documents = _render(view, rows[: after + limit], after=after)
-        await record_chain_read(
-            connection,
-            caller,
-            action=AuditAction.CHAIN_READ,
-            chain_id=chain.id,
-            task_id=chain.task_id,
-            view=view,
-            after=after,
-            limit=limit,
-        )
+    await audited
     next_after = after + limit if more else None
     tail = f',"next_after":{"null" if next_after is None else next_after}'
     return f'{{"items":[{",".join(documents)}]{tail}}}'.encode()
@@ -82,7 +76,12 @@ def _render(
     view: ReaderView, rows: list[tuple[int, str, str, str | None, str | None, str]], *, after: int
 ) -> list[str]:
     documents: list[str] = []
+    transparent = view.transparent
     for step_number, document, step_type, tool_type, tool_name, level in rows:
+        if transparent and level == "full":
+            if step_number > after:
+                documents.append(document)
+            continue
         facts = step_facts(step_type, tool_type, tool_name, level)
         if step_number <= after:
             view.learn(document, facts)
@@ -91,6 +90,24 @@ def _render(
         if rendered is not None:
             documents.append(rendered)
     return documents
+
+
+def _audit(
+    state: AppState,
+    caller: Caller,
+    chain: ChainRecord,
+    view: ReaderView,
+    action: AuditAction,
+    after: int | None = None,
+    limit: int | None = None,
+) -> asyncio.Future[None]:
+    """Stores the read's audit row while the steps are read (it is awaited before they are
+    served)."""
+    page = {} if after is None else {"after": after, "limit": limit}
+    row = chain_read(
+        caller, action=action, chain_id=chain.id, task_id=chain.task_id, view=view, **page
+    )
+    return asyncio.ensure_future(state.runs.record_audit([row]))
 
 
 async def _find_chain(chains: ChainRepository, chain_id: UUID) -> ChainRecord:

@@ -4,7 +4,7 @@ from collections.abc import AsyncIterator
 from uuid import UUID
 
 from app.api.access import Caller
-from app.api.auditing import record_chain_read
+from app.api.auditing import chain_read
 from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
 from app.chain import ErrorCode, TaskState
@@ -41,16 +41,16 @@ async def open_stream(
 ) -> AsyncIterator[StreamEvent | None]:
     """The task's stream as this caller may see it; the opening is audited first."""
     view = caller.view(state)
-    async with state.database.transaction() as connection:
-        await record_chain_read(
-            connection,
-            caller,
-            action=AuditAction.CHAIN_STREAM,
-            chain_id=task.chain_id,
-            task_id=task.id,
-            view=view,
-            after=after,
-        )
+    row = chain_read(
+        caller,
+        action=AuditAction.CHAIN_STREAM,
+        chain_id=task.chain_id,
+        task_id=task.id,
+        view=view,
+        after=after,
+    )
+    # Streams open often and must start at once: the row is stored with the next write.
+    state.runs.queue_audit([row])
     return task_stream(
         state.runs,
         state.run_log,
