@@ -98,6 +98,11 @@ class Settings(BaseSettings):
         description="How long a tenant's settings (status, tools, visibility) are cached per "
         "process; a change made through this process applies at once, on others after this.",
     )
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis URL (redis://host:6379/0): tenants' rate limits and cost windows are "
+        "then shared by every instance. Unset: kept in this process (one instance).",
+    )
     sse_keepalive_s: float = Field(
         default=15.0, gt=0, description="Idle time after which a stream sends a comment."
     )

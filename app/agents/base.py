@@ -4,12 +4,14 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from typing import ClassVar
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from typing import Any, ClassVar
 
 from app.agents.engine import ReasoningEngine
 from app.agents.models import AgentTask
 from app.chain import (
+    BudgetLimit,
+    BudgetWarningEvent,
     ChainCompletedEvent,
     ChainEvent,
     ChainFailedEvent,
@@ -23,8 +25,11 @@ from app.chain import (
     TaskState,
     TaskStatusEvent,
 )
+from app.chain.budget import WARNING_RATIO, nearly_used
 from app.chain.errors import ChainAbort
 from app.tools.executor import ToolExecutor
+from app.tools.guards import ToolGuard
+from app.tools.models import ModelAccess
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +72,13 @@ class CoTAgent(ABC):
         *,
         chain: ReasoningChain | None = None,
         on_delta: Callable[[str], None] | None = None,
+        guards: Sequence[ToolGuard] = (),
+        models: ModelAccess | None = None,
     ) -> "AgentRun":
-        """Starts reasoning in a background task; events are buffered until read."""
+        """Starts reasoning in a background task; events are buffered until read. `guards`
+        watch this run's calls besides the executor's own (its budget, its tenant's limits);
+        `models` says which models it may reach. A budget set on `chain` is enforced for
+        duration here, and reported on every step."""
         chain = chain or ReasoningChain(
             task_id=task.id, agent_id=self.agent_id, tenant_id=task.tenant_id
         )
@@ -79,6 +89,8 @@ class CoTAgent(ABC):
             default_model=self.default_model,
             max_output_tokens=self.max_output_tokens,
             on_delta=on_delta,
+            guards=guards,
+            models=models,
         )
         return AgentRun(self, task, engine)
 
@@ -101,6 +113,9 @@ class AgentRun:
         self._queue: asyncio.Queue[ChainEvent] = asyncio.Queue()
         self._cancel_reason: str | None = None
         self._cancel_code = ErrorCode.CANCELLED
+        self._cancel_details: dict[str, Any] = {}
+        self._budget_warned = False
+        self._timers: list[asyncio.TimerHandle] = []
         self.chain.add_listener(self._on_step)
         self.chain.status = ChainStatus.THINKING
         self._emit(ChainStartedEvent(task_id=task.id, chain_id=self.chain.id))
@@ -108,6 +123,7 @@ class AgentRun:
             TaskStatusEvent(task_id=task.id, chain_id=self.chain.id, state=TaskState.WORKING)
         )
         self._runner = asyncio.create_task(self._run(), name=f"agent-run-{task.id}")
+        self._watch_duration()
 
     async def events(self) -> AsyncIterator[ChainEvent]:
         """Every event of the run, in order, the moment it exists; ends after `done`. A reader
@@ -134,14 +150,42 @@ class AgentRun:
                 await asyncio.wait([self._runner])
 
     def cancel(
-        self, reason: str = "the run was cancelled", error_code: ErrorCode = ErrorCode.CANCELLED
+        self,
+        reason: str = "the run was cancelled",
+        error_code: ErrorCode = ErrorCode.CANCELLED,
+        details: dict[str, Any] | None = None,
     ) -> None:
         """Stops the run promptly, even mid-call; the chain ends `cancelled` (or `failed`
         with another `error_code`, e.g. `interrupted` at shutdown), steps kept."""
         if not self._runner.done() and self._cancel_reason is None:
             self._cancel_reason = reason
             self._cancel_code = error_code
+            self._cancel_details = details or {}
             self._runner.cancel()
+
+    def _watch_duration(self) -> None:
+        """With a `max_duration_s` budget: a warning at 80 % of it, and a stop at 100 %,
+        even in the middle of a call."""
+        budget = self.chain.budget
+        if budget is None or budget.max_duration_s is None:
+            return
+        loop = asyncio.get_running_loop()
+        limit = budget.max_duration_s
+        elapsed = self.chain.usage().duration_s
+        self._timers = [
+            loop.call_later(
+                max(float(WARNING_RATIO) * limit - elapsed, 0),
+                self._warn,
+                [BudgetLimit.MAX_DURATION_S],
+            ),
+            loop.call_later(
+                max(limit - elapsed, 0),
+                self.cancel,
+                f"budget max_duration_s ({limit:g} s) reached",
+                ErrorCode.BUDGET_EXCEEDED,
+                {"limit": BudgetLimit.MAX_DURATION_S, "limit_value": limit},
+            ),
+        ]
 
     async def wait(self) -> ReasoningChain:
         """Waits for the run to end and returns its chain."""
@@ -158,11 +202,11 @@ class AgentRun:
         except asyncio.CancelledError:
             code = self._cancel_code
             status = ChainStatus.CANCELLED if code is ErrorCode.CANCELLED else ChainStatus.FAILED
-            self._finish(status, code, self._cancel_reason)
+            self._finish(status, code, self._cancel_reason, self._cancel_details)
             if self._cancel_reason is None:
                 raise  # not our cancel(): let whoever cancelled the task see it
         except ChainAbort as abort:
-            self._finish(ChainStatus.FAILED, abort.error_code, abort.message)
+            self._finish(ChainStatus.FAILED, abort.error_code, abort.message, abort.details)
         except Exception as exc:
             logger.exception("agent run %s failed", self.task.id)
             self._finish(
@@ -176,8 +220,11 @@ class AgentRun:
         status: ChainStatus,
         error_code: ErrorCode | None = None,
         message: str | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         chain = self.chain
+        for timer in self._timers:
+            timer.cancel()
         chain.finish(status, error_code, message)
         chain.remove_listener(self._on_step)
         metrics = chain.metrics.model_copy()
@@ -192,6 +239,7 @@ class AgentRun:
                     chain_id=chain.id,
                     error_code=error_code,
                     error_message=message or error_code.value,
+                    details=details or {},
                     metrics=metrics,
                 )
             )
@@ -206,6 +254,25 @@ class AgentRun:
                 chain_id=self.chain.id,
                 timestamp=step.timestamp,
                 step=step,
+                metrics=self.chain.metrics.model_copy(),
+            )
+        )
+        budget = self.chain.budget
+        if budget is not None and not self._budget_warned:
+            limits = nearly_used(budget, self.chain.usage())
+            if limits:
+                self._warn(limits)
+
+    def _warn(self, limits: list[BudgetLimit]) -> None:
+        if self._budget_warned or self.chain.budget is None or self.chain.status.is_terminal:
+            return
+        self._budget_warned = True
+        self._emit(
+            BudgetWarningEvent(
+                task_id=self.task.id,
+                chain_id=self.chain.id,
+                limits=limits,
+                budget=self.chain.budget,
                 metrics=self.chain.metrics.model_copy(),
             )
         )

@@ -18,7 +18,8 @@ from app.chain import (
 )
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.executor import ToolExecutor
-from app.tools.models import ToolCallContext, ToolDefinition
+from app.tools.guards import ToolGuard
+from app.tools.models import ModelAccess, ToolCallContext, ToolDefinition
 from app.tools.permissions import permits
 from app.tools.results import ToolInvocation, ToolResult
 
@@ -72,6 +73,8 @@ class ReasoningEngine:
         default_model: str,
         max_output_tokens: int | None = None,
         on_delta: Callable[[str], None] | None = None,
+        guards: Sequence[ToolGuard] = (),
+        models: ModelAccess | None = None,
     ) -> None:
         self.chain = chain
         self.task = task
@@ -87,6 +90,8 @@ class ReasoningEngine:
             user_id=task.user_id,
             allowed_tools=allowed,
             roles=task.roles,
+            guards=tuple(guards),
+            models=models,
         )
         self._llm_context = replace(self._context, on_delta=on_delta)
         # The last LLM call's step number and conversation, to record the next one compactly.

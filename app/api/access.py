@@ -102,5 +102,7 @@ RequireTaskCancel = Annotated[Caller, Depends(_requires(Permission.TASK_CANCEL))
 RequireChainRead = Annotated[Caller, Depends(_requires(Permission.CHAIN_READ))]
 RequireChainExport = Annotated[Caller, Depends(_requires(Permission.CHAIN_EXPORT))]
 RequireToolConfigure = Annotated[Caller, Depends(_requires(Permission.TOOL_CONFIGURE))]
+RequireRateLimitConfigure = Annotated[Caller, Depends(_requires(Permission.RATE_LIMIT_CONFIGURE))]
+RequireCostConfigure = Annotated[Caller, Depends(_requires(Permission.COST_CONFIGURE))]
 RequireTenantManage = Annotated[Caller, Depends(_requires(Permission.TENANT_MANAGE))]
 RequireAuditRead = Annotated[Caller, Depends(_requires(Permission.AUDIT_READ))]

@@ -12,12 +12,14 @@ from app.api import health
 from app.api.auth import BearerAuthentication
 from app.api.chains.router import router as chains_router
 from app.api.errors import install_error_handlers
+from app.api.models.router import router as models_router
 from app.api.openapi import install_openapi
 from app.api.state import AppState
 from app.api.tasks.router import router as tasks_router
 from app.api.tenants.router import router as tenants_router
 from app.api.tools.router import router as tools_router
 from app.config import Settings
+from app.governance.limits import make_limit_store
 from app.governance.tenants import TenantDirectory, ensure_default_tenant
 from app.runs import RunManager
 from app.security import TokenVerifier
@@ -37,12 +39,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     verifier = TokenVerifier.from_settings(settings)
     database = Database(settings.resolved_database_url(), pool_size=settings.database_pool_size)
     tenants = TenantDirectory(database, ttl_s=settings.tenant_cache_s)
+    limits = make_limit_store(settings.redis_url)
     try:
         run_log = RunLog(database)
         runs = RunManager(
             run_log,
             heartbeat_s=settings.runner_heartbeat_s,
             audit_flush_s=settings.audit_flush_s,
+            limits=limits,
         )
         tools: list[BaseTool] = [*builtin_tools(), *app.state.extra_tools]
         runtime = AgentRuntime.build(settings, tools=tools, recorder=runs)
@@ -74,6 +78,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runs.stop(settings.shutdown_grace_s)
     finally:
         await verifier.aclose()
+        await limits.aclose()
         await database.dispose()
 
 
@@ -97,4 +102,5 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     app.include_router(chains_router)
     app.include_router(tenants_router)
     app.include_router(tools_router)
+    app.include_router(models_router)
     return app

@@ -11,9 +11,11 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from app.governance.quotas import QuotaRefusal, RateLimited, retry_after_header
 from app.runs.errors import (
     Forbidden,
     InvalidSubmission,
+    ModelNotApproved,
     NotFound,
     TaskAlreadyFinished,
     TenantRefused,
@@ -50,6 +52,8 @@ NOT_FOUND = ProblemType("not-found", "Not found", 404)
 METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", "Method not allowed", 405)
 TASK_FINISHED = ProblemType("task-finished", "Task already finished", 409)
 VALIDATION = ProblemType("validation-error", "Invalid request", 422)
+MODEL_NOT_APPROVED = ProblemType("model-not-approved", "Model not approved", 422)
+RATE_LIMITED = ProblemType("rate-limited", "Rate limit reached", 429)
 INTERNAL = ProblemType("internal-error", "Internal server error", 500)
 UNAVAILABLE = ProblemType("service-unavailable", "Service unavailable", 503)
 
@@ -72,6 +76,15 @@ class Problem(BaseModel):
     permission: str | None = Field(
         default=None, description="On 403 `forbidden`: the permission the caller lacks."
     )
+    approved: list[str] | None = Field(
+        default=None, description="On 422 `model-not-approved`: the models the tenant approved."
+    )
+    limit: str | None = Field(
+        default=None, description="On 429 `rate-limited`: the tenant limit that refused."
+    )
+    retry_after_s: float | None = Field(
+        default=None, description="On 429: seconds until the limit admits this request."
+    )
 
 
 class ApiError(Exception):
@@ -85,6 +98,7 @@ class ApiError(Exception):
         errors: list[FieldProblem] | None = None,
         headers: dict[str, str] | None = None,
         permission: str | None = None,
+        extra: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(detail)
         self.problem = problem
@@ -92,6 +106,8 @@ class ApiError(Exception):
         self.errors = errors
         self.headers = headers
         self.permission = permission
+        # Further members of the problem (`approved`, `limit`...).
+        self.extra = extra or {}
 
 
 def problem_response(
@@ -101,6 +117,7 @@ def problem_response(
     errors: list[FieldProblem] | None = None,
     headers: dict[str, str] | None = None,
     permission: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> JSONResponse:
     body = Problem(
         type=problem.uri,
@@ -109,6 +126,7 @@ def problem_response(
         detail=detail,
         errors=errors,
         permission=permission,
+        **(extra or {}),
     )
     return JSONResponse(
         body.model_dump(exclude_none=True),
@@ -147,6 +165,25 @@ def _as_api_error(exc: Exception) -> ApiError | None:
             )
         case TaskAlreadyFinished():
             return ApiError(TASK_FINISHED, str(exc))
+        case ModelNotApproved():
+            errors = [
+                FieldProblem(field=f"body.{p.field}", message=p.message) for p in exc.problems
+            ]
+            return ApiError(
+                MODEL_NOT_APPROVED,
+                f"model {exc.model!r} is not approved for this tenant",
+                errors=errors,
+                extra={"approved": exc.approved},
+            )
+        case RateLimited():
+            refusal = exc.refusal
+            headers = rate_limit_headers(refusal)
+            return ApiError(
+                RATE_LIMITED,
+                str(exc),
+                headers=headers,
+                extra={"limit": refusal.limit, "retry_after_s": refusal.retry_after_s},
+            )
         case InvalidSubmission():
             errors = [
                 FieldProblem(field=f"body.{p.field}", message=p.message) for p in exc.problems
@@ -169,7 +206,23 @@ def error_response(exc: Exception) -> JSONResponse:
         errors=error.errors,
         headers=error.headers,
         permission=error.permission,
+        extra=error.extra,
     )
+
+
+def rate_limit_headers(refusal: QuotaRefusal) -> dict[str, str]:
+    """`Retry-After`, and the IETF `RateLimit-Policy` / `RateLimit` fields of a refusal."""
+    headers: dict[str, str] = {}
+    retry_after = retry_after_header(refusal.retry_after_s)
+    if retry_after is not None:
+        headers["Retry-After"] = retry_after
+    if refusal.window_s is not None:
+        headers["RateLimit-Policy"] = (
+            f'"{refusal.limit}";q={refusal.limit_value};w={int(refusal.window_s)}'
+        )
+        reset = f";t={retry_after}" if retry_after is not None else ""
+        headers["RateLimit"] = f'"{refusal.limit}";r=0{reset}'
+    return headers
 
 
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
@@ -233,6 +286,7 @@ def install_error_handlers(app: FastAPI) -> None:
         TaskAlreadyFinished,
         InvalidSubmission,
         InvalidCursor,
+        RateLimited,
     ):
         app.add_exception_handler(domain_error, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
@@ -249,6 +303,7 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
         404: "No such resource in the caller's tenant",
         409: "Conflict with the resource's current state",
         422: "Invalid input; `errors` lists each field",
+        429: "Over one of the tenant's limits; `Retry-After` says when to retry",
         503: "Not ready",
     }
     return {

@@ -1,7 +1,9 @@
 """The reasoning chain: steps, metrics and the event union streamed to clients (pure data)."""
 
+from app.chain.budget import Budget, BudgetLimit, RemainingBudget
 from app.chain.enums import ChainStatus, ErrorCode, StepType, TaskState, ToolType, VisibilityLevel
 from app.chain.events import (
+    BudgetWarningEvent,
     ChainCompletedEvent,
     ChainEvent,
     ChainFailedEvent,
@@ -27,6 +29,9 @@ from app.chain.money import USD, format_usd, quantize_usd
 
 __all__ = [
     "USD",
+    "Budget",
+    "BudgetLimit",
+    "BudgetWarningEvent",
     "ChainCompletedEvent",
     "ChainEvent",
     "ChainFailedEvent",
@@ -39,6 +44,7 @@ __all__ = [
     "ReasoningChain",
     "ReasoningStep",
     "ReasoningStepEvent",
+    "RemainingBudget",
     "StepListener",
     "StepType",
     "SynthesisInfo",

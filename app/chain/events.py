@@ -1,10 +1,11 @@
 """The typed event union of a task's stream; each `type` tag is an SSE `event:` name."""
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
+from app.chain.budget import Budget, BudgetLimit
 from app.chain.enums import ErrorCode, TaskState
 from app.chain.models import ChainMetrics, ReasoningStep, utc_now
 
@@ -34,15 +35,29 @@ class ReasoningStepEvent(_Event):
     metrics: ChainMetrics
 
 
+class BudgetWarningEvent(_Event):
+    """Sent once per run, when any budget is 80 % used: which ones, the budget, and what is
+    left (also in `metrics.remaining_budget`)."""
+
+    type: Literal["budget_warning"] = "budget_warning"
+    limits: list[BudgetLimit]
+    budget: Budget
+    metrics: ChainMetrics
+
+
 class ChainCompletedEvent(_Event):
     type: Literal["chain_completed"] = "chain_completed"
     metrics: ChainMetrics
 
 
 class ChainFailedEvent(_Event):
+    """The chain ended without an answer; `details` say more where the code alone does not
+    (which limit was crossed, when it resets...)."""
+
     type: Literal["chain_failed"] = "chain_failed"
     error_code: ErrorCode
     error_message: str
+    details: dict[str, Any] = Field(default_factory=dict)
     metrics: ChainMetrics
 
 
@@ -57,6 +72,7 @@ ChainEvent = Annotated[
     ChainStartedEvent
     | TaskStatusEvent
     | ReasoningStepEvent
+    | BudgetWarningEvent
     | ChainCompletedEvent
     | ChainFailedEvent
     | DoneEvent,

@@ -8,6 +8,7 @@ from uuid import UUID, uuid4
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
+from app.chain.budget import Budget, RemainingBudget, Usage, remaining
 from app.chain.enums import ChainStatus, ErrorCode, StepType, ToolType, VisibilityLevel
 from app.chain.money import USD
 
@@ -147,6 +148,8 @@ class ChainMetrics(_Model):
     total_cost_usd: USD = Decimal(0)
     unpriced_calls: int = 0
     total_duration_ms: float = 0.0
+    # Set when the task has a budget: what is left of it right after this step.
+    remaining_budget: RemainingBudget | None = None
 
     def record(self, step: ReasoningStep) -> None:
         self.total_steps += 1
@@ -191,6 +194,8 @@ class ReasoningChain(_Model):
     child_chain_ids: list[UUID] = Field(default_factory=list)
     error_code: ErrorCode | None = None
     error_message: str | None = None
+    # The task's hard limits; the metrics then carry what remains of them.
+    budget: Budget | None = None
 
     _listeners: list[StepListener] = PrivateAttr(default_factory=list)
 
@@ -206,9 +211,22 @@ class ReasoningChain(_Model):
         step.step_number = len(self.steps) + 1
         self.steps.append(step)
         self.metrics.record(step)
+        if self.budget is not None:
+            self.metrics.remaining_budget = remaining(self.budget, self.usage())
         for listener in self._listeners:
             listener(step)
         return step
+
+    def usage(self) -> Usage:
+        """What the chain has used so far, in the units of budgets."""
+        metrics = self.metrics
+        return Usage(
+            cost_usd=metrics.total_cost_usd,
+            tokens=metrics.total_tokens,
+            llm_calls=metrics.llm_calls,
+            steps=metrics.total_steps,
+            duration_s=(utc_now() - self.started_at).total_seconds(),
+        )
 
     def finish(
         self,

@@ -11,6 +11,8 @@ class AuditAction(StrEnum):
     TENANT_UPDATE = "tenant.update"
     VISIBILITY_UPDATE = "tenant.visibility.update"
     TOOLS_UPDATE = "tenant.tools.update"
+    QUOTAS_UPDATE = "tenant.quotas.update"
+    MODELS_UPDATE = "tenant.models.update"
     CHAIN_READ = "chain.read"
     CHAIN_EXPORT = "chain.export"
     CHAIN_STREAM = "chain.stream"

@@ -5,8 +5,11 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from app.chain.models import utc_now
+from app.governance.models import ModelPolicy
+from app.governance.quotas import TenantQuotas
 from app.security.visibility import VisibilityPolicy
 from app.storage.database import Database
 from app.storage.records import TenantRecord
@@ -19,10 +22,17 @@ DEFAULT_TENANT = "default"
 class Tenant:
     record: TenantRecord
     visibility: VisibilityPolicy
+    quotas: TenantQuotas
+    models: ModelPolicy
 
     @classmethod
     def of(cls, record: TenantRecord) -> "Tenant":
-        return cls(record, VisibilityPolicy.model_validate(record.visibility))
+        return cls(
+            record,
+            VisibilityPolicy.model_validate(record.visibility),
+            quotas_of(record),
+            ModelPolicy.model_validate(record.models),
+        )
 
     @property
     def id(self) -> str:
@@ -74,6 +84,18 @@ class TenantDirectory:
         if self._ttl_s > 0:
             self._cache[record.id] = (self._clock() + self._ttl_s, tenant)
         return tenant
+
+
+def quotas_of(record: TenantRecord) -> TenantQuotas:
+    """A tenant's quotas; its default budget is kept in a column of its own."""
+    return TenantQuotas.model_validate({**record.quotas, "default_budget": record.default_budget})
+
+
+def quotas_columns(quotas: TenantQuotas) -> dict[str, Any]:
+    """The `tenants` columns that store `quotas`."""
+    document = quotas.model_dump(mode="json", exclude_defaults=True)
+    budget = document.pop("default_budget", {})
+    return {"quotas": document, "default_budget": budget}
 
 
 async def ensure_default_tenant(database: Database) -> None:

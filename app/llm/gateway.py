@@ -196,9 +196,12 @@ class LLMGateway:
         )
 
     def estimate(self, request: LLMRequest) -> LLMEstimate:
+        fallbacks = (
+            self.fallbacks(request.model) if request.fallbacks is None else request.fallbacks
+        )
         candidates = [
             deployment
-            for name in [request.model, *self.fallbacks(request.model)]
+            for name in [request.model, *fallbacks]
             for deployment in self.deployments(name)
         ]
         input_tokens = litellm.token_counter(
@@ -224,6 +227,8 @@ class LLMGateway:
             "stop": request.stop or None,
         }
         kwargs.update({key: value for key, value in optional.items() if value is not None})
+        if request.fallbacks is not None:
+            kwargs["fallbacks"] = [{request.model: request.fallbacks}] if request.fallbacks else []
         return kwargs
 
     def _response(

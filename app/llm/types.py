@@ -18,6 +18,9 @@ class LLMRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     stop: list[str] | None = None
+    # The models to fall back to, in order, instead of the model list's (e.g. only those the
+    # tenant approved); None: the model list's fallbacks.
+    fallbacks: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,18 @@ class NotFound(Exception):
         self.resource_id = resource_id
 
 
+class ModelNotApproved(InvalidSubmission):
+    """The task names (or its tenant defaults to) a model its tenant did not approve."""
+
+    def __init__(self, model: str, approved: list[str]) -> None:
+        listed = ", ".join(approved) or "none"
+        super().__init__(
+            [FieldError("model", f"model {model!r} is not approved; approved: {listed}")]
+        )
+        self.model = model
+        self.approved = approved
+
+
 class ToolsNotPermitted(InvalidSubmission):
     """The task names tools its caller's roles may not use."""
 

@@ -7,11 +7,13 @@ import logging
 import os
 import socket
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
 from app.agents import AgentRun, AgentRuntime, AgentTask
 from app.chain import (
+    Budget,
     ChainFailedEvent,
     ChainStatus,
     DoneEvent,
@@ -20,18 +22,23 @@ from app.chain import (
     TaskState,
 )
 from app.chain.models import utc_now
+from app.governance.budgets import BudgetGuard
+from app.governance.limits import InProcessLimitStore, LimitStore
+from app.governance.models import ModelPolicyGuard
+from app.governance.quotas import QuotaGuard, QuotaRefusal, RateLimited, admit_submission
 from app.runs.audit import ToolAuditor
 from app.runs.channel import RunChannel, StreamEvent
-from app.runs.errors import InvalidSubmission, ToolsNotPermitted
+from app.runs.errors import InvalidSubmission, ModelNotApproved, ToolsNotPermitted
 from app.runs.models import RunPolicy, TaskSubmission
 from app.runs.recorder import RunRecorder
 from app.security import Principal
 from app.security.visibility import ReaderView, VisibilityPolicy
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog, RunnerLease, RunWrite
+from app.storage.run_log import RunLog, RunnerLease, RunWrite, TooManyUnfinished
 from app.storage.types import RawJSON
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.errors import FieldError
+from app.tools.guards import ToolGuard
 from app.tools.permissions import permits
 from app.tools.recording import CostRecord
 
@@ -88,10 +95,18 @@ class RunManager:
     written in the same transaction as the steps that follow them."""
 
     def __init__(
-        self, log: RunLog, *, heartbeat_s: float = 10.0, audit_flush_s: float = 0.2
+        self,
+        log: RunLog,
+        *,
+        heartbeat_s: float = 10.0,
+        audit_flush_s: float = 0.2,
+        limits: LimitStore | None = None,
     ) -> None:
         self._log = log
         self._audit_flush_s = audit_flush_s
+        # Tenants' windows (submissions, calls, tokens, cost), shared by every instance when
+        # the store is.
+        self.limits: LimitStore = limits or InProcessLimitStore()
         self._runtime: AgentRuntime | None = None
         self._tool_sensitive_fields: frozenset[str] = frozenset()
         self._audit_levels: dict[str, str] = {}
@@ -163,11 +178,12 @@ class RunManager:
         runtime = self.runtime
         problems: list[FieldError] = []
         refused: list[FieldError] = []
-        if submission.model is not None and not runtime.gateway.has_model(submission.model):
+        model = self.model_of(submission, policy)
+        if not runtime.gateway.has_model(model):
             known = ", ".join(runtime.gateway.model_names())
-            problems.append(
-                FieldError("model", f"unknown model {submission.model!r}; available: {known}")
-            )
+            problems.append(FieldError("model", f"unknown model {model!r}; available: {known}"))
+        elif not policy.models.approves(model):
+            raise ModelNotApproved(model, policy.models.approved_of(runtime.gateway.model_names()))
         enabled = policy.enabled_tools
         for index, name in enumerate(submission.tools or []):
             field = f"tools.{index}"
@@ -183,43 +199,52 @@ class RunManager:
         if refused:
             raise ToolsNotPermitted(refused)
 
+    def model_of(self, submission: TaskSubmission, policy: RunPolicy) -> str:
+        """The model a task runs on: its own, else its tenant's default, else the service's."""
+        return (
+            submission.model or policy.models.default_model or self.runtime.settings.default_model
+        )
+
     async def submit(
         self, principal: Principal, submission: TaskSubmission, policy: RunPolicy
     ) -> SubmittedTask:
-        """Stores the task and its chain, then starts the run; returns once both rows exist."""
+        """Stores the task and its chain, then starts the run; returns once both rows exist.
+        Refuses (`RateLimited`) a task over its tenant's submission rate or concurrent runs."""
         self.validate(submission, policy)
         runtime = self.runtime
+        quotas = policy.quotas
+        grant = await admit_submission(self.limits, principal.tenant_id, quotas)
         task_id, now = uuid4(), utc_now()
-        model = submission.model or runtime.settings.default_model
+        model = self.model_of(submission, policy)
+        budget = (submission.budget or Budget()).over(quotas.default_budget)
         chain = ReasoningChain(
             task_id=str(task_id),
             agent_id=runtime.agent.agent_id,
             tenant_id=principal.tenant_id,
             started_at=now,
+            budget=None if budget.is_empty else budget,
         )
-        await self._log.create(
-            {
-                "id": task_id,
-                "tenant_id": principal.tenant_id,
-                "user_id": principal.subject,
-                "status": TaskState.SUBMITTED,
-                "chain_id": chain.id,
-                "request": submission.model_dump(mode="json", exclude_none=True),
-                "model": model,
-                "last_seq": 0,
-                "runner_id": self.runner_id,
-                "created_at": now,
-            },
-            {
-                "id": chain.id,
-                "task_id": task_id,
-                "tenant_id": principal.tenant_id,
-                "agent_id": chain.agent_id,
-                "status": ChainStatus.INITIALIZING,
-                "metrics": RawJSON(chain.metrics.model_dump_json()),
-                "started_at": now,
-            },
-        )
+        try:
+            await self._create(principal, submission, policy, task_id, chain, model, now)
+        except BaseException:
+            if grant is not None:  # a task that was not accepted does not count
+                await self.limits.release(grant)
+            raise
+        guards: list[ToolGuard] = []
+        if chain.budget is not None:
+            guards.append(BudgetGuard(chain))
+        models = policy.models
+        restricts_models = models.approved is not None or bool(models.max_output_tokens)
+        if models.approved is not None:
+            guards.append(
+                ModelPolicyGuard(
+                    models,
+                    default_model=runtime.gateway.default_model,
+                    available=runtime.gateway.model_names(),
+                )
+            )
+        if quotas.limits_runs:
+            guards.append(QuotaGuard(self.limits, principal.tenant_id, quotas))
         task = AgentTask(
             id=str(task_id),
             input=submission.input,
@@ -235,7 +260,62 @@ class RunManager:
             roles=policy.roles,
             metadata=submission.metadata,
         )
-        run = runtime.agent.start(task, chain=chain)
+        run = runtime.agent.start(
+            task, chain=chain, guards=guards, models=models if restricts_models else None
+        )
+        return self._follow(principal, policy, run, task_id, chain)
+
+    async def _create(
+        self,
+        principal: Principal,
+        submission: TaskSubmission,
+        policy: RunPolicy,
+        task_id: UUID,
+        chain: ReasoningChain,
+        model: str,
+        now: datetime,
+    ) -> None:
+        """Stores the task and its chain; refuses it over its tenant's concurrent runs."""
+        task = {
+            "id": task_id,
+            "tenant_id": principal.tenant_id,
+            "user_id": principal.subject,
+            "status": TaskState.SUBMITTED,
+            "chain_id": chain.id,
+            "request": submission.model_dump(mode="json", exclude_none=True),
+            "model": model,
+            "budget": None if chain.budget is None else chain.budget.model_dump(mode="json"),
+            "last_seq": 0,
+            "runner_id": self.runner_id,
+            "created_at": now,
+        }
+        chain_row = {
+            "id": chain.id,
+            "task_id": task_id,
+            "tenant_id": principal.tenant_id,
+            "agent_id": chain.agent_id,
+            "status": ChainStatus.INITIALIZING,
+            "metrics": RawJSON(chain.metrics.model_dump_json()),
+            "started_at": now,
+        }
+        try:
+            await self._log.create(task, chain_row, max_unfinished=policy.quotas.concurrent_runs)
+        except TooManyUnfinished as exc:
+            raise RateLimited(
+                QuotaRefusal("concurrent_runs", exc.limit, None, None),
+                f"tenant limit concurrent_runs ({exc.limit}) reached: {exc.unfinished} tasks "
+                "are unfinished; submit again when one has finished",
+            ) from exc
+
+    def _follow(
+        self,
+        principal: Principal,
+        policy: RunPolicy,
+        run: AgentRun,
+        task_id: UUID,
+        chain: ReasoningChain,
+    ) -> SubmittedTask:
+        """Records the started run's events as they come."""
         auditor = ToolAuditor(
             task_id=task_id,
             chain_id=chain.id,

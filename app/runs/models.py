@@ -1,11 +1,13 @@
 """What a client submits."""
 
-from dataclasses import dataclass
-from decimal import Decimal
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from app.chain import Budget
+from app.governance.models import ModelPolicy
+from app.governance.quotas import TenantQuotas
 from app.tools.models import TOOL_NAME_PATTERN
 
 MAX_INPUT_CHARS = 200_000
@@ -22,16 +24,8 @@ class ChatMessage(BaseModel):
     content: str | None = Field(default=None, max_length=MAX_INPUT_CHARS)
 
 
-class TaskBudget(BaseModel):
-    """Hard limits of one task; a run that would cross one ends `budget_exceeded`."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_cost_usd: Decimal | None = Field(default=None, gt=0, max_digits=24, decimal_places=12)
-    max_tokens: int | None = Field(default=None, gt=0)
-    max_llm_calls: int | None = Field(default=None, gt=0)
-    max_steps: int | None = Field(default=None, gt=0)
-    max_duration_s: float | None = Field(default=None, gt=0, le=86_400)
+TaskBudget = Budget
+"""Hard limits of one task; a run that would cross one ends `budget_exceeded`."""
 
 
 class TaskSubmission(BaseModel):
@@ -52,7 +46,9 @@ class TaskSubmission(BaseModel):
         max_length=64,
         description="Tools the agent may use (default: every tool).",
     )
-    budget: TaskBudget | None = None
+    budget: TaskBudget | None = Field(
+        default=None, description="Limits of this task; unset ones come from its tenant's."
+    )
     metadata: dict[str, Any] = Field(
         default_factory=dict, description="Kept with the task and returned as is."
     )
@@ -73,9 +69,12 @@ class TaskSubmission(BaseModel):
 @dataclass(frozen=True, slots=True)
 class RunPolicy:
     """What a task's tenant and caller allow its run: the caller's roles (for tools'
-    `required_roles`), the tools the tenant enabled (None: all) and the tenant's extra
-    sensitive field names (for the audit log's redaction)."""
+    `required_roles`), the tools the tenant enabled (None: all), the tenant's extra
+    sensitive field names (for the audit log's redaction), its quotas (with its default
+    budget) and its model policy."""
 
     roles: frozenset[str]
     enabled_tools: frozenset[str] | None = None
     sensitive_fields: frozenset[str] = frozenset()
+    quotas: TenantQuotas = field(default_factory=TenantQuotas)
+    models: ModelPolicy = field(default_factory=ModelPolicy)

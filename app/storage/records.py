@@ -6,7 +6,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
-from app.chain import ChainMetrics, ChainStatus, ErrorCode, TaskState
+from app.chain import Budget, ChainMetrics, ChainStatus, ErrorCode, TaskState
 
 
 class _Record(BaseModel):
@@ -21,6 +21,7 @@ class TaskRecord(_Record):
     chain_id: UUID
     model: str
     request: dict[str, Any]
+    budget: Budget | None = None
     final_answer: str | None
     error_code: ErrorCode | None
     error_message: str | None
@@ -76,6 +77,9 @@ class TenantRecord(_Record):
     name: str
     status: str
     visibility: dict[str, Any]
+    quotas: dict[str, Any]
+    default_budget: dict[str, Any]
+    models: dict[str, Any]
     enabled_tools: list[str] | None
     created_at: datetime
     updated_at: datetime

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Text, bindparam, cast, delete, insert, select, update
+from sqlalchemy import Text, bindparam, cast, delete, func, insert, select, text, update
 
 from app.chain import ChainStatus, ErrorCode, TaskState
 from app.storage.database import Database
@@ -24,6 +24,15 @@ from app.storage.tables import (
 )
 
 _UNFINISHED = [state for state in TaskState if not state.is_terminal]
+
+
+class TooManyUnfinished(Exception):
+    """A tenant's concurrent-run limit refused a new task."""
+
+    def __init__(self, unfinished: int, limit: int) -> None:
+        super().__init__(f"{unfinished} unfinished tasks; the limit is {limit}")
+        self.unfinished = unfinished
+        self.limit = limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +92,28 @@ class RunLog:
     def __init__(self, database: Database) -> None:
         self._database = database
 
-    async def create(self, task: dict[str, Any], chain: dict[str, Any]) -> None:
+    async def create(
+        self, task: dict[str, Any], chain: dict[str, Any], *, max_unfinished: int | None = None
+    ) -> None:
+        """Stores a new task and its chain. With `max_unfinished`, refuses it
+        (`TooManyUnfinished`) when its tenant already has that many unfinished tasks; the
+        count and the insert are one atomic step for the tenant (on Postgres under a
+        transaction-scoped advisory lock, on SQLite under its single writer)."""
         async with self._database.transaction() as connection:
+            if max_unfinished is not None:
+                tenant_id = task["tenant_id"]
+                if not self._database.is_sqlite:
+                    await connection.execute(
+                        text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
+                        {"key": f"omniforge:unfinished:{tenant_id}"},
+                    )
+                unfinished = await connection.scalar(
+                    select(func.count())
+                    .select_from(tasks)
+                    .where(tasks.c.tenant_id == tenant_id, tasks.c.status.in_(_UNFINISHED))
+                )
+                if (unfinished or 0) >= max_unfinished:
+                    raise TooManyUnfinished(unfinished or 0, max_unfinished)
             await connection.execute(insert(tasks), [task])
             await connection.execute(insert(reasoning_chains), [chain])
 

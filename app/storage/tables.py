@@ -58,6 +58,8 @@ tasks = Table(
     Column("chain_id", Uuid, nullable=False, unique=True),
     Column("request", JSONDocument, nullable=False),
     Column("model", NAME, nullable=False),
+    # The task's effective budget (its own limits over its tenant's defaults); NULL: none.
+    Column("budget", JSONDocument),
     Column("final_answer", Text),
     Column("error_code", SHORT),
     Column("error_message", Text),
@@ -69,6 +71,7 @@ tasks = Table(
     Column("finished_at", UTCDateTime),
     Index("ix_tasks_tenant_created", "tenant_id", "created_at", "id"),
     Index("ix_tasks_status", "status"),
+    Index("ix_tasks_tenant_status", "tenant_id", "status"),
 )
 
 reasoning_chains = Table(

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -35,6 +36,8 @@ from app.tools.registry import RegisteredTool, ToolRegistry
 from app.tools.results import ToolInvocation, ToolResult, render_result
 from app.tools.validation import field_errors
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_MAX_RESULT_CHARS = 16_000
 
 
@@ -47,6 +50,9 @@ class _Prepared:
     call_step: ReasoningStep
     failure: ToolError | None = None
     pending: PendingCall | None = None
+    # The guards that let the call through; each gets after_call or abandon, once.
+    passed: list[ToolGuard] = field(default_factory=list)
+    settled: bool = False
 
 
 @dataclass(slots=True)
@@ -124,6 +130,8 @@ class ToolExecutor:
         except BaseException as exc:
             for future in pending:  # no call of the batch outlives it
                 future.cancel()
+            for call in prepared:
+                self._abandon(call)
             if isinstance(exc, asyncio.CancelledError):
                 for call in prepared[len(results) :]:
                     cancelled = ToolError("cancelled", error_code=ErrorCode.CANCELLED)
@@ -199,13 +207,27 @@ class ToolExecutor:
         call.pending = PendingCall(
             call.entry.tool, call.entry.definition, call.arguments, call.context, call.call_step
         )
-        for guard in self._guards:
+        for guard in (*self._guards, *call.context.guards):
             try:
                 await guard.before_call(call.pending)
             except GuardRejection as rejection:
-                call.pending = None  # refused calls never ran: no after_call
+                self._abandon(call)  # refused calls never ran: no after_call
+                call.pending = None
                 return _Outcome(rejection=rejection)
+            call.passed.append(guard)
         return await self._attempt(call.entry, call.arguments, call.context)
+
+    @staticmethod
+    def _abandon(call: _Prepared) -> None:
+        """Gives the guards that let an unfinished call through their `abandon`."""
+        if call.pending is None or call.settled:
+            return
+        call.settled = True
+        for guard in call.passed:
+            try:
+                guard.abandon(call.pending)
+            except Exception:  # one guard's failure must not keep the others from theirs
+                logger.exception("guard %s failed to abandon a call", type(guard).__name__)
 
     async def _attempt(
         self, entry: RegisteredTool, arguments: dict[str, Any], context: ToolCallContext
@@ -320,9 +342,10 @@ class ToolExecutor:
                     unpriced=info.unpriced,
                 )
             )
-        if call.pending is None:
+        if call.pending is None or call.settled:
             return None
-        for guard in self._guards:
+        call.settled = True
+        for guard in call.passed:
             try:
                 await guard.after_call(call.pending, info)
             except GuardRejection as rejection:

@@ -33,9 +33,14 @@ class ToolGuard(Protocol):
 
     `before_call` raises `GuardRejection` to refuse a call (it is then recorded as failed and
     not executed); `after_call` sees the recorded result with its real usage and may raise
-    `GuardRejection` to end the run.
+    `GuardRejection` to end the run. A call a guard let through gets exactly one of
+    `after_call` and `abandon`: the latter when the call never finished (cancelled) or a later
+    guard refused it, so that what `before_call` reserved is given back. `abandon` must not
+    block (it may schedule work).
     """
 
     async def before_call(self, call: PendingCall) -> None: ...
 
     async def after_call(self, call: PendingCall, result: ToolResultInfo) -> None: ...
+
+    def abandon(self, call: PendingCall) -> None: ...

@@ -5,7 +5,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 from uuid import UUID, uuid4
 
 from jsonschema import Draft202012Validator
@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.chain import FailedAttempt, ToolType, VisibilityLevel
 from app.tools.errors import ErrorClass
+
+if TYPE_CHECKING:
+    from app.tools.guards import ToolGuard
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
@@ -142,6 +145,15 @@ class ToolDefinition(BaseModel):
         return "\n".join(lines)
 
 
+class ModelAccess(Protocol):
+    """The models a run may reach: the LLM tool asks before the call and for each fallback,
+    and caps the output a call may ask for."""
+
+    def approves(self, model: str) -> bool: ...
+
+    def output_cap(self, model: str) -> int | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCallContext:
     """Who is calling and where the call sits in the chain; handed to `BaseTool.execute`."""
@@ -160,6 +172,11 @@ class ToolCallContext:
     roles: frozenset[str] | None = None
     # Streaming tools (the LLM) push partial text here as it arrives; None turns streaming off.
     on_delta: Callable[[str], None] | None = None
+    # The run's own guards (its budget, its tenant's quotas and model policy), after the
+    # executor's.
+    guards: "tuple[ToolGuard, ...]" = ()
+    # Which models the run may reach (its tenant's policy); None: every configured model.
+    models: "ModelAccess | None" = None
 
 
 @dataclass(slots=True)

@@ -33,3 +33,6 @@ class ToolPermissionGuard:
 
     async def after_call(self, call: PendingCall, result: ToolResultInfo) -> None:
         return None
+
+    def abandon(self, call: PendingCall) -> None:
+        return None

@@ -359,6 +359,9 @@ class RejectTool:
     async def after_call(self, call: PendingCall, result: ToolResultInfo) -> None:
         return None
 
+    def abandon(self, call: PendingCall) -> None:
+        return None
+
 
 async def test_a_guard_rejection_ends_the_chain_with_the_guards_error_code(
     fake_llm: FakeLLMServer, tmp_path: Path

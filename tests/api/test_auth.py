@@ -42,6 +42,8 @@ BODIES: dict[str, Callable[[], Any]] = {
     "PATCH /api/v1/tenants/{tenant_id}": lambda: {"name": "Renamed"},
     "PUT /api/v1/tenants/{tenant_id}/visibility": lambda: {"tool_types": {"llm": "full"}},
     "PUT /api/v1/tenants/{tenant_id}/tools": lambda: {"enabled_tools": BUILTIN_TOOLS},
+    "PUT /api/v1/tenants/{tenant_id}/quotas": lambda: {"llm_calls_per_minute": 1000},
+    "PUT /api/v1/tenants/{tenant_id}/models": lambda: {"approved": None},
 }
 
 ROUTES = [
@@ -63,8 +65,13 @@ ROUTES = [
     Route("PUT", "/api/v1/tenants/{tenant_id}/visibility"),
     Route("GET", "/api/v1/tenants/{tenant_id}/tools"),
     Route("PUT", "/api/v1/tenants/{tenant_id}/tools"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/quotas"),
+    Route("PUT", "/api/v1/tenants/{tenant_id}/quotas"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/models"),
+    Route("PUT", "/api/v1/tenants/{tenant_id}/models"),
     Route("GET", "/api/v1/tenants/{tenant_id}/audit"),
     Route("GET", "/api/v1/tools"),
+    Route("GET", "/api/v1/models"),
 ]
 PLATFORM_ONLY = {"POST /api/v1/tenants", "GET /api/v1/tenants", "PATCH /api/v1/tenants/{tenant_id}"}
 # Routes that take an id, tried by a tenant admin (every permission within its own tenant).

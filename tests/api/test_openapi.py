@@ -6,6 +6,7 @@ from typing import Any
 
 from app.api.errors import PROBLEM_JSON
 from app.api.openapi import openapi_json
+from tests.api.test_auth import ROUTES
 
 COMMITTED = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 
@@ -27,7 +28,7 @@ def test_the_committed_document_is_what_the_app_generates() -> None:
 
 def test_every_api_route_documents_its_errors_as_problem_details() -> None:
     api = [(m, p, op) for m, p, op in _operations() if p.startswith("/api/v1/")]
-    assert len(api) == 20
+    assert {f"{m.upper()} {p}" for m, p, _ in api} == {str(route) for route in ROUTES}
     for method, path, operation in api:
         responses = operation["responses"]
         assert {"401", "403"} <= responses.keys(), (method, path)
@@ -39,6 +40,11 @@ def test_every_api_route_documents_its_errors_as_problem_details() -> None:
             if int(status) >= 400:
                 assert list(response["content"]) == [PROBLEM_JSON], (method, path, status)
         assert operation["security"] == [{"HTTPBearer": []}], (method, path)
+
+
+def test_submission_documents_its_rate_limit_refusal() -> None:
+    [submit] = [op for m, p, op in _operations() if (m, p) == ("post", "/api/v1/tasks")]
+    assert list(submit["responses"]["429"]["content"]) == [PROBLEM_JSON]
 
 
 def test_health_routes_need_no_token() -> None:

@@ -41,8 +41,13 @@ EXPECTED: dict[str, dict[str, int]] = {
     "PUT /api/v1/tenants/{tenant_id}/visibility": _only(ADMINS),
     "GET /api/v1/tenants/{tenant_id}/tools": _only(ADMINS),
     "PUT /api/v1/tenants/{tenant_id}/tools": _only(ADMINS),
+    "GET /api/v1/tenants/{tenant_id}/quotas": _only(ADMINS),
+    "PUT /api/v1/tenants/{tenant_id}/quotas": _only(ADMINS),
+    "GET /api/v1/tenants/{tenant_id}/models": _only(ADMINS),
+    "PUT /api/v1/tenants/{tenant_id}/models": _only(ADMINS),
     "GET /api/v1/tenants/{tenant_id}/audit": _only(ADMINS | {"auditor": 200}),
     "GET /api/v1/tools": dict.fromkeys(ROLES, 200),
+    "GET /api/v1/models": dict.fromkeys(ROLES, 200),
 }
 
 # What a refusal names.
@@ -65,6 +70,10 @@ NEEDS: dict[str, str] = {
     "PUT /api/v1/tenants/{tenant_id}/visibility": Permission.TOOL_CONFIGURE,
     "GET /api/v1/tenants/{tenant_id}/tools": Permission.TOOL_CONFIGURE,
     "PUT /api/v1/tenants/{tenant_id}/tools": Permission.TOOL_CONFIGURE,
+    "GET /api/v1/tenants/{tenant_id}/quotas": Permission.RATE_LIMIT_CONFIGURE,
+    "PUT /api/v1/tenants/{tenant_id}/quotas": Permission.RATE_LIMIT_CONFIGURE,
+    "GET /api/v1/tenants/{tenant_id}/models": Permission.COST_CONFIGURE,
+    "PUT /api/v1/tenants/{tenant_id}/models": Permission.COST_CONFIGURE,
     "GET /api/v1/tenants/{tenant_id}/audit": Permission.AUDIT_READ,
 }
 

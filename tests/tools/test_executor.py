@@ -1,6 +1,7 @@
 """The executor: every call is validated, guarded, retried by policy and recorded as two steps."""
 
 import asyncio
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -436,6 +437,7 @@ class RecordingGuard:
         self.reject_after = after
         self.before: list[str] = []
         self.after: list[ToolResultInfo] = []
+        self.abandoned: list[str] = []
         self.estimates: list[CallEstimate | None] = []
 
     async def before_call(self, call: PendingCall) -> None:
@@ -449,6 +451,50 @@ class RecordingGuard:
         self.after.append(result)
         if self.reject is not None and self.reject_after:
             raise self.reject
+
+    def abandon(self, call: PendingCall) -> None:
+        self.abandoned.append(call.definition.name)
+
+
+async def test_a_guard_a_later_guard_overrules_is_told_to_abandon_the_call() -> None:
+    reserving = RecordingGuard()
+    refusing = RecordingGuard(GuardRejection(ErrorCode.RATE_LIMITED, "no"))
+    chain = new_chain()
+    with pytest.raises(GuardRejection):
+        await _executor(EchoTool(), guards=[reserving, refusing]).execute(
+            chain, context_for(chain), "echo", {"text": "hi"}
+        )
+
+    assert reserving.abandoned == ["echo"]
+    assert reserving.after == []
+    assert refusing.abandoned == []  # it refused: it reserved nothing
+
+
+async def test_a_cancelled_call_is_abandoned_by_its_guards_and_never_settled() -> None:
+    blocking = BlockingTool()
+    guard = RecordingGuard()
+    chain = new_chain()
+    call = asyncio.ensure_future(
+        _executor(blocking, guards=[guard]).execute(chain, context_for(chain), "blocking", {})
+    )
+    await blocking.started.wait()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+
+    assert guard.abandoned == ["blocking"]
+    assert guard.after == []
+
+
+async def test_a_runs_own_guards_follow_the_executors() -> None:
+    shared, own = RecordingGuard(), RecordingGuard()
+    chain = new_chain()
+    context = replace(context_for(chain), guards=(own,))
+    await _executor(EchoTool(), guards=[shared]).execute(chain, context, "echo", {"text": "hi"})
+
+    assert shared.before == own.before == ["echo"]
+    assert len(shared.after) == len(own.after) == 1
+    assert shared.abandoned == own.abandoned == []
 
 
 async def test_guards_see_every_call_before_and_its_result_after() -> None:

@@ -37,7 +37,7 @@ _STREAM_DOC = {
     status_code=status.HTTP_202_ACCEPTED,
     response_model=TaskAccepted,
     summary="Submit a task",
-    responses={200: _STREAM_DOC, **problems(401, 403, 422)},
+    responses={200: _STREAM_DOC, **problems(401, 403, 422, 429)},
 )
 async def submit_task(
     submission: TaskSubmission,
@@ -47,7 +47,9 @@ async def submit_task(
 ) -> Response:
     """Starts the task and answers at once; with `Accept: text/event-stream` the answer is
     the task's stream itself (as the caller may see it). Tools the caller's roles may not use
-    are refused (403), tools the tenant did not enable are unknown (422)."""
+    are refused (403), tools the tenant did not enable are unknown (422), a model the tenant
+    did not approve is refused (422 `model-not-approved`); over the tenant's
+    `submissions_per_minute` or `concurrent_runs` the answer is 429 with `Retry-After`."""
     submitted = await state.runs.submit(caller.principal, submission, run_policy(state, caller))
     location = {"Location": f"/api/v1/tasks/{submitted.task_id}"}
     if accept is not None and EVENT_STREAM in accept:

@@ -4,9 +4,9 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from app.chain import ChainMetrics, ErrorCode, TaskState
+from app.chain import Budget, ChainMetrics, ErrorCode, TaskState
 from app.storage.records import TaskRecord
 
 
@@ -31,7 +31,10 @@ class TaskOut(BaseModel):
     input: str | None = None
     messages: list[dict[str, Any]] | None = None
     tools: list[str] | None = None
-    budget: dict[str, Any] | None = None
+    budget: Budget | None = Field(
+        default=None,
+        description="The task's effective budget: its own limits over its tenant's defaults.",
+    )
     metadata: dict[str, Any]
     result: str | None
     error_code: ErrorCode | None
@@ -54,7 +57,7 @@ class TaskOut(BaseModel):
             input=request.get("input"),
             messages=request.get("messages"),
             tools=request.get("tools"),
-            budget=request.get("budget"),
+            budget=task.budget,
             metadata=request.get("metadata", {}),
             result=task.final_answer,
             error_code=task.error_code,

@@ -24,6 +24,8 @@ def run_policy(state: AppState, caller: Caller) -> RunPolicy:
         roles=caller.roles,
         enabled_tools=tenant.enabled_tools,
         sensitive_fields=frozenset(tenant.visibility.sensitive_fields),
+        quotas=tenant.quotas,
+        models=tenant.models,
     )
 
 

@@ -1,4 +1,5 @@
-"""/api/v1/tenants: tenants, their visibility settings and tools, and their audit log."""
+"""/api/v1/tenants: tenants; their visibility settings, tools, quotas and model policy; their
+audit log."""
 
 from datetime import datetime
 from typing import Annotated
@@ -7,7 +8,9 @@ from fastapi import APIRouter, Query, status
 
 from app.api.access import (
     RequireAuditRead,
+    RequireCostConfigure,
     RequirePlatformAdmin,
+    RequireRateLimitConfigure,
     RequireTenantManage,
     RequireToolConfigure,
 )
@@ -25,10 +28,15 @@ from app.api.tenants.schemas import (
 )
 from app.api.tenants.service import (
     create_tenant,
+    set_models,
+    set_quotas,
     set_tools,
     set_visibility,
     update_tenant,
 )
+from app.governance.models import ModelPolicy
+from app.governance.quotas import TenantQuotas
+from app.governance.tenants import quotas_of
 from app.security.visibility import VisibilityPolicy
 from app.storage.audit import AuditRepository
 from app.storage.pagination import MAX_PAGE_SIZE
@@ -134,6 +142,60 @@ async def put_tools(
     tenant = await caller.scope(state, tenant_id)
     record = await set_tools(state, caller, tenant, body.enabled_tools)
     return ToolSettings(enabled_tools=record.enabled_tools)
+
+
+@router.get(
+    "/{tenant_id}/quotas",
+    summary="A tenant's rate limits and default budget",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_quotas(
+    tenant_id: str, caller: RequireRateLimitConfigure, state: State
+) -> TenantQuotas:
+    return (await caller.scope(state, tenant_id)).quotas
+
+
+@router.put(
+    "/{tenant_id}/quotas",
+    summary="Set a tenant's rate limits and default budget",
+    responses=problems(401, 403, 404, 422),
+)
+async def put_quotas(
+    tenant_id: str, quotas: TenantQuotas, caller: RequireRateLimitConfigure, state: State
+) -> TenantQuotas:
+    """Replaces every limit (unset ones no longer limit). Submissions over
+    `submissions_per_minute` or `concurrent_runs` are refused with 429 and `Retry-After`;
+    inside a run, a call over a limit waits up to `max_wait_s`, then the run ends
+    `rate_limited`. `default_budget` fills the budget limits a task leaves unset. Audited with
+    the settings before and after."""
+    tenant = await caller.scope(state, tenant_id)
+    return quotas_of(await set_quotas(state, caller, tenant, quotas))
+
+
+@router.get(
+    "/{tenant_id}/models",
+    summary="A tenant's model policy",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_models(tenant_id: str, caller: RequireCostConfigure, state: State) -> ModelPolicy:
+    return (await caller.scope(state, tenant_id)).models
+
+
+@router.put(
+    "/{tenant_id}/models",
+    summary="Set a tenant's model policy",
+    responses=problems(401, 403, 404, 422),
+)
+async def put_models(
+    tenant_id: str, policy: ModelPolicy, caller: RequireCostConfigure, state: State
+) -> ModelPolicy:
+    """Approved models (with `*`/`?` wildcards; `null` approves every configured one), the
+    default model of tasks naming none, and output-token caps. A task naming an unapproved
+    model is refused with 422 `model-not-approved`; runs never reach one, fallbacks included.
+    Audited with the policy before and after."""
+    tenant = await caller.scope(state, tenant_id)
+    record = await set_models(state, caller, tenant, policy)
+    return ModelPolicy.model_validate(record.models)
 
 
 @router.get(

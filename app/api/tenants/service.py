@@ -1,6 +1,7 @@
 """Tenant administration: every change is stored with its audit event in one transaction,
 and seen at once by this process's tenant directory."""
 
+import fnmatch
 from typing import Any
 
 from app.api.access import Caller
@@ -10,7 +11,9 @@ from app.api.state import AppState
 from app.api.tenants.schemas import TenantCreate, TenantOut, TenantUpdate
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
-from app.governance.tenants import Tenant
+from app.governance.models import ModelPolicy
+from app.governance.quotas import TenantQuotas
+from app.governance.tenants import Tenant, quotas_columns
 from app.runs.errors import NotFound
 from app.security.visibility import VisibilityPolicy
 from app.storage.records import TenantRecord
@@ -67,6 +70,58 @@ async def set_tools(
     check_tools(state, tools)
     changes = {"enabled_tools": tools}
     return await _change(state, caller, tenant, AuditAction.TOOLS_UPDATE, changes)
+
+
+async def set_quotas(
+    state: AppState, caller: Caller, tenant: Tenant, quotas: TenantQuotas
+) -> TenantRecord:
+    return await _change(state, caller, tenant, AuditAction.QUOTAS_UPDATE, quotas_columns(quotas))
+
+
+def check_models(state: AppState, policy: ModelPolicy) -> None:
+    """Refuses a policy naming what the model list does not have: a pattern or cap matching
+    no configured model (a typo would otherwise approve nothing), or a default model that is
+    unknown or not approved."""
+    configured = state.runtime.gateway.model_names()
+    problems: list[FieldProblem] = []
+    for index, pattern in enumerate(policy.approved or []):
+        if not fnmatch.filter(configured, pattern):
+            problems.append(
+                FieldProblem(
+                    field=f"body.approved.{index}",
+                    message=f"{pattern!r} matches no configured model ({', '.join(configured)})",
+                )
+            )
+    for pattern in policy.max_output_tokens:
+        if not fnmatch.filter(configured, pattern):
+            problems.append(
+                FieldProblem(
+                    field=f"body.max_output_tokens.{pattern}",
+                    message=f"{pattern!r} matches no configured model",
+                )
+            )
+    default = policy.default_model
+    if default is not None:
+        if default not in configured:
+            problems.append(
+                FieldProblem(field="body.default_model", message=f"unknown model {default!r}")
+            )
+        elif not policy.approves(default):
+            problems.append(
+                FieldProblem(
+                    field="body.default_model", message=f"{default!r} is not an approved model"
+                )
+            )
+    if problems:
+        raise ApiError(VALIDATION, "the model policy names models it cannot", errors=problems)
+
+
+async def set_models(
+    state: AppState, caller: Caller, tenant: Tenant, policy: ModelPolicy
+) -> TenantRecord:
+    check_models(state, policy)
+    changes = {"models": policy.model_dump(mode="json", exclude_defaults=True)}
+    return await _change(state, caller, tenant, AuditAction.MODELS_UPDATE, changes)
 
 
 async def _change(

@@ -9,6 +9,7 @@ from app.tools.base import BaseTool
 from app.tools.errors import ErrorClass, FieldError, InvalidToolArguments, ToolError
 from app.tools.models import (
     CallEstimate,
+    ModelAccess,
     RetryPolicy,
     ToolCallContext,
     ToolDefinition,
@@ -88,7 +89,7 @@ class LLMTool(BaseTool):
         return self._definition
 
     async def execute(self, arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
-        request = self.request(arguments)
+        request = self.request(arguments, context.models)
         try:
             if context.on_delta is None:
                 response = await self._gateway.complete(request)
@@ -122,7 +123,7 @@ class LLMTool(BaseTool):
         )
 
     async def estimate(self, arguments: dict[str, Any], context: ToolCallContext) -> CallEstimate:
-        estimate = self._gateway.estimate(self.request(arguments))
+        estimate = self._gateway.estimate(self.request(arguments, context.models))
         return CallEstimate(estimate.input_tokens, estimate.max_output_tokens, estimate.cost_usd)
 
     def summarize(self, result: ToolResultInfo) -> str:
@@ -134,9 +135,15 @@ class LLMTool(BaseTool):
             f"{result.output_tokens} out tokens, {cost}"
         )
 
-    def request(self, arguments: dict[str, Any]) -> LLMRequest:
-        """The gateway request for schema-valid arguments; refuses what the schema cannot."""
-        model = arguments.get("model") or self._gateway.default_model
+    def model(self, arguments: dict[str, Any]) -> str:
+        """The model a call asks for."""
+        model: str = arguments.get("model") or self._gateway.default_model
+        return model
+
+    def request(self, arguments: dict[str, Any], models: ModelAccess | None = None) -> LLMRequest:
+        """The gateway request for schema-valid arguments; refuses what the schema cannot.
+        With `models`, only approved fallbacks are kept and the output is capped."""
+        model = self.model(arguments)
         problems: list[FieldError] = []
         if not self._gateway.has_model(model):
             known = ", ".join(self._gateway.model_names())
@@ -160,14 +167,23 @@ class LLMTool(BaseTool):
                 tools.append(self._registry.definition(name).to_openai_tool())
         if problems:
             raise InvalidToolArguments(LLM_TOOL_NAME, problems)
+        max_tokens: int | None = arguments.get("max_tokens")
+        fallbacks: list[str] | None = None
+        if models is not None:
+            fallbacks = [name for name in self._gateway.fallbacks(model) if models.approves(name)]
+            # Whichever model answers, its cap holds.
+            caps = [c for name in [model, *fallbacks] if (c := models.output_cap(name))]
+            if caps:
+                max_tokens = min(max_tokens or self._gateway.default_max_tokens, *caps)
         return LLMRequest(
             model=model,
             messages=messages,
             tools=tools or None,
             tool_choice=arguments.get("tool_choice"),
             temperature=arguments.get("temperature"),
-            max_tokens=arguments.get("max_tokens"),
+            max_tokens=max_tokens,
             stop=arguments.get("stop"),
+            fallbacks=fallbacks,
         )
 
     async def _stream(self, request: LLMRequest, context: ToolCallContext) -> LLMResponse:

@@ -1,0 +1,270 @@
+"""Tenant quotas: how fast a tenant may submit, call models and tools, and spend.
+
+Every limit is a sliding window of the shared `LimitStore` (in-process, or Redis when several
+instances serve one deployment). Token and cost windows reserve a call's estimate before it
+runs and settle to its real usage after, atomically, so concurrent runs of a tenant cannot
+together cross a window by more than what estimates under-count; a refused, failed or
+cancelled call gives its reservation back.
+"""
+
+import asyncio
+import math
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+from typing import Annotated, Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.chain import ErrorCode, ToolResultInfo, ToolType, format_usd
+from app.chain.budget import Budget
+from app.chain.models import utc_now
+from app.governance.limits import (
+    Grant,
+    LimitRequest,
+    LimitStore,
+    Refusal,
+    cost_units,
+    usd_of_units,
+)
+from app.tools.errors import GuardRejection
+from app.tools.guards import PendingCall
+
+MINUTE, HOUR, DAY = 60.0, 3_600.0, 86_400.0
+
+PositiveInt = Annotated[int, Field(gt=0)]
+PositiveUSD = Annotated[Decimal, Field(gt=0, max_digits=24, decimal_places=12)]
+
+
+class TenantQuotas(BaseModel):
+    """A tenant's limits; unset ones do not limit. Windows slide: a per-minute limit holds
+    for every 60 seconds, not per calendar minute."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    submissions_per_minute: PositiveInt | None = Field(
+        default=None, description="Tasks accepted per minute; more are refused with 429."
+    )
+    concurrent_runs: PositiveInt | None = Field(
+        default=None, description="Unfinished tasks at once; more are refused with 429."
+    )
+    llm_calls_per_minute: PositiveInt | None = None
+    tool_calls_per_minute: dict[ToolType, PositiveInt] = Field(
+        default_factory=dict,
+        description="Calls per minute of the other tools, by tool type (`llm` is "
+        "`llm_calls_per_minute`).",
+    )
+    tokens_per_minute: PositiveInt | None = None
+    tokens_per_hour: PositiveInt | None = None
+    cost_per_hour_usd: PositiveUSD | None = None
+    cost_per_day_usd: PositiveUSD | None = None
+    max_wait_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=600,
+        description="How long a call over a limit inside a run waits for the window to free "
+        "up before the run ends `rate_limited`.",
+    )
+    default_budget: Budget = Field(
+        default_factory=Budget,
+        description="Budget limits of tasks that do not set them themselves.",
+    )
+
+    @property
+    def limits_runs(self) -> bool:
+        """Whether any limit applies to calls inside runs."""
+        return bool(
+            self.llm_calls_per_minute
+            or self.tool_calls_per_minute
+            or self.tokens_per_minute
+            or self.tokens_per_hour
+            or self.cost_per_hour_usd
+            or self.cost_per_day_usd
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRefusal:
+    """Why a limit refused: which, its value and window, and when enough of it frees up."""
+
+    limit: str
+    limit_value: int | str
+    window_s: float | None  # None: not a window (concurrent runs)
+    retry_after_s: float | None
+
+    @classmethod
+    def of(cls, refusal: Refusal) -> "QuotaRefusal":
+        request = refusal.request
+        value: int | str = request.limit
+        if request.name.startswith("cost_"):
+            value = format_usd(usd_of_units(request.limit))
+        return cls(request.name, value, request.window_s, refusal.retry_after_s)
+
+    def details(self) -> dict[str, Any]:
+        resets = None
+        if self.retry_after_s is not None:
+            resets = (utc_now() + timedelta(seconds=self.retry_after_s)).isoformat()
+        return {
+            "limit": self.limit,
+            "limit_value": self.limit_value,
+            "window_s": self.window_s,
+            "retry_after_s": None if self.retry_after_s is None else round(self.retry_after_s, 3),
+            "resets_at": resets,
+        }
+
+    def describe(self) -> str:
+        when = (
+            "this call alone exceeds it"
+            if self.retry_after_s is None
+            else f"it frees up in {self.retry_after_s:.1f} s"
+        )
+        return f"tenant limit {self.limit} ({self.limit_value}) reached; {when}"
+
+
+class RateLimited(Exception):
+    """A submission over one of its tenant's limits (HTTP 429)."""
+
+    def __init__(self, refusal: QuotaRefusal, message: str | None = None) -> None:
+        super().__init__(message or refusal.describe())
+        self.refusal = refusal
+
+
+def submission_request(tenant_id: str, quotas: TenantQuotas) -> LimitRequest | None:
+    if quotas.submissions_per_minute is None:
+        return None
+    return LimitRequest(
+        key=f"{tenant_id}:submissions",
+        amount=1,
+        limit=quotas.submissions_per_minute,
+        window_s=MINUTE,
+        name="submissions_per_minute",
+    )
+
+
+async def admit_submission(store: LimitStore, tenant_id: str, quotas: TenantQuotas) -> Grant | None:
+    """Counts a submission against its tenant's rate, or raises `RateLimited`."""
+    request = submission_request(tenant_id, quotas)
+    if request is None:
+        return None
+    outcome = await store.acquire([request])
+    if isinstance(outcome, Refusal):
+        raise RateLimited(QuotaRefusal.of(outcome))
+    return outcome
+
+
+class QuotaGuard:
+    """A run's calls against its tenant's windows. A call over a limit waits (up to the
+    tenant's `max_wait_s`) until the window frees enough, else the run ends `rate_limited`
+    naming the limit and when it resets."""
+
+    def __init__(
+        self,
+        store: LimitStore,
+        tenant_id: str,
+        quotas: TenantQuotas,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._store = store
+        self._tenant = tenant_id
+        self._quotas = quotas
+        self._clock = clock
+        self._sleep = sleep
+        self._grants: dict[UUID, Grant] = {}
+        self._releases: set[asyncio.Task[None]] = set()
+
+    async def before_call(self, call: PendingCall) -> None:
+        requests = await self._requests(call)
+        if not requests:
+            return
+        deadline = self._clock() + self._quotas.max_wait_s
+        while True:
+            outcome = await self._store.acquire(requests)
+            if isinstance(outcome, Grant):
+                self._grants[call.call_step.id] = outcome
+                return
+            refusal = QuotaRefusal.of(outcome)
+            wait = refusal.retry_after_s
+            if wait is None or self._clock() + wait > deadline:
+                raise GuardRejection(
+                    ErrorCode.RATE_LIMITED, refusal.describe(), details=refusal.details()
+                )
+            await self._sleep(wait)
+
+    async def after_call(self, call: PendingCall, result: ToolResultInfo) -> None:
+        grant = self._grants.pop(call.call_step.id, None)
+        if grant is None:
+            return
+        tokens = result.total_tokens or 0
+        cost = cost_units(result.cost_usd) if result.cost_usd is not None else 0
+        amounts = {
+            request.key: cost if request.name.startswith("cost_") else tokens
+            for request in grant.requests
+            if request.name.startswith(("tokens_", "cost_"))
+        }
+        if amounts:
+            await self._store.settle(grant, amounts)
+
+    def abandon(self, call: PendingCall) -> None:
+        grant = self._grants.pop(call.call_step.id, None)
+        if grant is not None:
+            task = asyncio.get_running_loop().create_task(self._store.release(grant))
+            self._releases.add(task)
+            task.add_done_callback(self._releases.discard)
+
+    async def _requests(self, call: PendingCall) -> list[LimitRequest]:
+        quotas, tenant = self._quotas, self._tenant
+        tool_type = call.definition.type
+        if tool_type is not ToolType.LLM:
+            limit = quotas.tool_calls_per_minute.get(tool_type)
+            if limit is None:
+                return []
+            name = f"tool_calls_per_minute.{tool_type}"
+            return [LimitRequest(f"{tenant}:{name}", 1, limit, MINUTE, name)]
+        requests: list[LimitRequest] = []
+        if quotas.llm_calls_per_minute is not None:
+            requests.append(
+                LimitRequest(
+                    f"{tenant}:llm_calls",
+                    1,
+                    quotas.llm_calls_per_minute,
+                    MINUTE,
+                    "llm_calls_per_minute",
+                )
+            )
+        token_windows = [
+            ("tokens_per_minute", quotas.tokens_per_minute, MINUTE),
+            ("tokens_per_hour", quotas.tokens_per_hour, HOUR),
+        ]
+        cost_windows = [
+            ("cost_per_hour_usd", quotas.cost_per_hour_usd, HOUR),
+            ("cost_per_day_usd", quotas.cost_per_day_usd, DAY),
+        ]
+        if not any(limit for _, limit, _ in [*token_windows, *cost_windows]):
+            return requests
+        estimate = await call.estimate()
+        if estimate is None:
+            return requests
+        tokens = estimate.input_tokens + estimate.max_output_tokens
+        for name, limit, window in token_windows:
+            if limit is not None:
+                requests.append(LimitRequest(f"{tenant}:{name}", tokens, limit, window, name))
+        # An unpriced model's cost is unknown: it cannot be reserved (its calls record
+        # `unpriced`, and reports count them).
+        if estimate.cost_usd is not None:
+            units = max(cost_units(estimate.cost_usd), 1)
+            for name, usd, window in cost_windows:
+                if usd is not None:
+                    requests.append(
+                        LimitRequest(f"{tenant}:{name}", units, cost_units(usd), window, name)
+                    )
+        return requests
+
+
+def retry_after_header(seconds: float | None) -> str | None:
+    """`Retry-After` in whole seconds, rounded up (a client retrying then will fit)."""
+    return None if seconds is None else str(max(math.ceil(seconds), 1))
