@@ -1,4 +1,4 @@
-"""`python -m bench [steps|gateway|service|all] [--quick]`: prints each figure with its
+"""`python -m bench [steps|gateway|guards|service|all] [--quick]`: prints each figure with its
 conditions."""
 
 import argparse
@@ -10,6 +10,7 @@ from importlib.metadata import version
 
 from bench import (
     gateway_latency,
+    guard_overhead,
     service_chain_read,
     service_live_chains,
     service_sse_latency,
@@ -24,12 +25,16 @@ SSE_P50_TARGET_MS = 5.0
 SSE_P99_TARGET_MS = 50.0
 LIVE_CHAINS_TARGET = 10_000
 CHAIN_READ_P50_TARGET_MS = 50.0
+GUARD_P50_TARGET_MS = 1.0
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="scripts/bench", description=__doc__)
     parser.add_argument(
-        "which", nargs="?", choices=["steps", "gateway", "service", "all"], default="all"
+        "which",
+        nargs="?",
+        choices=["steps", "gateway", "guards", "service", "all"],
+        default="all",
     )
     parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
     args = parser.parse_args()
@@ -42,6 +47,8 @@ def main() -> None:
         _steps(tasks=60 if args.quick else 300)
     if args.which in ("gateway", "all"):
         _gateway(samples=400 if args.quick else 2000)
+    if args.which in ("guards", "all"):
+        _guards(calls=400 if args.quick else 2000)
     if args.which in ("service", "all"):
         _service(quick=args.quick)
 
@@ -77,6 +84,25 @@ def _gateway(samples: int) -> None:
             f"    gateway    p50 {result.gateway(50):.3f} ms  p99 {result.gateway(99):.3f} ms"
             f"  CPU {result.gateway_cpu_ms:.3f} ms/call\n"
             f"    added      p50 {result.added(50):.3f} ms{target}  p99 {result.added(99):.3f} ms"
+        )
+
+
+def _guards(calls: int) -> None:
+    print(
+        "\nGovernance guards added per LLM call (budget + model policy + tenant quotas)\n"
+        "  conditions: llm-tool calls of ReAct conversations growing by two new messages per call"
+        " to ~1,500 tokens over 10 calls, two tools offered; task budget on cost, tokens, LLM"
+        " calls, steps and duration; model policy with wildcards and an output cap; quotas on"
+        " LLM calls/min, tokens/min and /h,"
+        f" cost/h and /day; before_call + after_call of the three guards, {calls} sequential"
+        " calls after 200 warm-up; Redis 127.0.0.1:6379 on the same machine"
+    )
+    for result in guard_overhead.run(calls=calls):
+        p50 = result.p(50)
+        print(
+            f"  [{result.backend}]  p50 {p50:.3f} ms (target < {GUARD_P50_TARGET_MS:g} ms:"
+            f" {_verdict(p50 < GUARD_P50_TARGET_MS)})  p99 {result.p(99):.3f} ms;"
+            f" estimate of a wholly new prompt p50 {result.p(50, result.estimate_ms):.3f} ms"
         )
 
 

@@ -104,5 +104,6 @@ RequireChainExport = Annotated[Caller, Depends(_requires(Permission.CHAIN_EXPORT
 RequireToolConfigure = Annotated[Caller, Depends(_requires(Permission.TOOL_CONFIGURE))]
 RequireRateLimitConfigure = Annotated[Caller, Depends(_requires(Permission.RATE_LIMIT_CONFIGURE))]
 RequireCostConfigure = Annotated[Caller, Depends(_requires(Permission.COST_CONFIGURE))]
+RequireCostView = Annotated[Caller, Depends(_requires(Permission.COST_VIEW))]
 RequireTenantManage = Annotated[Caller, Depends(_requires(Permission.TENANT_MANAGE))]
 RequireAuditRead = Annotated[Caller, Depends(_requires(Permission.AUDIT_READ))]

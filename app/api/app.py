@@ -8,9 +8,10 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app.agents import AgentRuntime
-from app.api import health
+from app.api import health, metrics
 from app.api.auth import BearerAuthentication
 from app.api.chains.router import router as chains_router
+from app.api.costs.router import router as costs_router
 from app.api.errors import install_error_handlers
 from app.api.models.router import router as models_router
 from app.api.openapi import install_openapi
@@ -98,9 +99,11 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     install_openapi(app)
     app.add_middleware(BearerAuthentication)
     app.include_router(health.router)
+    app.include_router(metrics.router)
     app.include_router(tasks_router)
     app.include_router(chains_router)
     app.include_router(tenants_router)
     app.include_router(tools_router)
     app.include_router(models_router)
+    app.include_router(costs_router)
     return app

@@ -15,6 +15,7 @@ from app.llm.errors import LLMCallError, LLMErrorKind, ModelConfigError, Unknown
 from app.llm.litellm_env import Router, Usage, litellm, use_openai_sdk
 from app.llm.pricing import Deployment, resolve_deployment
 from app.llm.router import TrackingRouter, classify, tracking_attempts
+from app.llm.tokens import PromptTokens
 from app.llm.types import LLMDelta, LLMRequest, LLMResponse, LLMToolCall
 
 logger = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class LLMGateway:
         self.default_max_tokens = default_max_tokens
         use_openai_sdk(openai_sdk)
         self._fallbacks = model_list.fallbacks()
+        self._prompt_tokens = PromptTokens()
         if any(d.litellm_model.startswith(f"{DEMO_PROVIDER}/") for d in model_list.model_list):
             register_demo_provider()
 
@@ -204,8 +206,8 @@ class LLMGateway:
             for name in [request.model, *fallbacks]
             for deployment in self.deployments(name)
         ]
-        input_tokens = litellm.token_counter(
-            model=candidates[0].litellm_model, messages=request.messages, tools=request.tools
+        input_tokens = self._prompt_tokens.count(
+            candidates[0].litellm_model, request.messages, request.tools
         )
         max_output = request.max_tokens or self.default_max_tokens
         costs = [d.cost_of_tokens(input_tokens, max_output) for d in candidates]

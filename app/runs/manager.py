@@ -29,6 +29,7 @@ from app.governance.quotas import QuotaGuard, QuotaRefusal, RateLimited, admit_s
 from app.runs.audit import ToolAuditor
 from app.runs.channel import RunChannel, StreamEvent
 from app.runs.errors import InvalidSubmission, ModelNotApproved, ToolsNotPermitted
+from app.runs.metrics import RunLabels, RunMetrics
 from app.runs.models import RunPolicy, TaskSubmission
 from app.runs.recorder import RunRecorder
 from app.security import Principal
@@ -60,6 +61,7 @@ class _LiveRun:
     task_id: UUID
     run: AgentRun
     recorder: RunRecorder
+    labels: RunLabels
     channel: RunChannel = field(default_factory=RunChannel)
     costs: list[CostRecord] = field(default_factory=list)
     # Held so the event loop's weak reference is not the only one to the reading task.
@@ -101,16 +103,19 @@ class RunManager:
         heartbeat_s: float = 10.0,
         audit_flush_s: float = 0.2,
         limits: LimitStore | None = None,
+        metrics: RunMetrics | None = None,
     ) -> None:
         self._log = log
         self._audit_flush_s = audit_flush_s
         # Tenants' windows (submissions, calls, tokens, cost), shared by every instance when
         # the store is.
         self.limits: LimitStore = limits or InProcessLimitStore()
+        self.metrics = metrics or RunMetrics()
         self._runtime: AgentRuntime | None = None
         self._tool_sensitive_fields: frozenset[str] = frozenset()
         self._audit_levels: dict[str, str] = {}
         self._runs: dict[UUID, _LiveRun] = {}
+        self.metrics.count_active_runs(lambda: len(self._runs))
         self._heartbeat_s = heartbeat_s
         self._heartbeat: asyncio.Task[None] | None = None
         self._pending: asyncio.Queue[_PendingWrite | _PendingAudit] = asyncio.Queue()
@@ -213,7 +218,11 @@ class RunManager:
         self.validate(submission, policy)
         runtime = self.runtime
         quotas = policy.quotas
-        grant = await admit_submission(self.limits, principal.tenant_id, quotas)
+        try:
+            grant = await admit_submission(self.limits, principal.tenant_id, quotas)
+        except RateLimited as exc:
+            self.metrics.submission_refused(principal.tenant_id, exc.refusal.limit)
+            raise
         task_id, now = uuid4(), utc_now()
         model = self.model_of(submission, policy)
         budget = (submission.budget or Budget()).over(quotas.default_budget)
@@ -301,6 +310,7 @@ class RunManager:
         try:
             await self._log.create(task, chain_row, max_unfinished=policy.quotas.concurrent_runs)
         except TooManyUnfinished as exc:
+            self.metrics.submission_refused(principal.tenant_id, "concurrent_runs")
             raise RateLimited(
                 QuotaRefusal("concurrent_runs", exc.limit, None, None),
                 f"tenant limit concurrent_runs ({exc.limit}) reached: {exc.unfinished} tasks "
@@ -329,7 +339,8 @@ class RunManager:
             audit_levels=self._audit_levels,
         )
         recorder = RunRecorder(task_id, principal.tenant_id, chain, auditor)
-        live = _LiveRun(task_id, run, recorder)
+        labels = RunLabels(principal.tenant_id, run.task.model or "")
+        live = _LiveRun(task_id, run, recorder, labels)
         self._runs[task_id] = live
         self._start_writer()
         live.reader = asyncio.create_task(self._record(live), name=f"record-{task_id}")
@@ -429,6 +440,7 @@ class RunManager:
                         return
                     costs, live.costs = live.costs, []
                     write, events = live.recorder.record(batch, costs)
+                    self.metrics.observe(live.labels, batch)
                     last = isinstance(batch[-1], DoneEvent)
                     self._pending.put_nowait(_PendingWrite(live, write, events, last))
         except Exception:

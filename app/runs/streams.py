@@ -1,7 +1,8 @@
 """A task's stream for one subscriber: what it missed, from the store, then live events, as
 this subscriber may see them."""
 
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 from uuid import UUID
 
 from app.runs.channel import StepParts, StreamEvent
@@ -32,6 +33,27 @@ async def task_stream(
     Such a view reads from the start (unless it has nothing to redact), so that secrets of
     earlier steps are known to it.
     """
+    gauge = manager.metrics.open_streams
+    gauge.inc()
+    try:
+        viewed = _viewed(manager, log, task_id, tenant_id, chain_id, after, keepalive_s, view)
+        async with contextlib.aclosing(viewed) as events:  # closed at once, with this one
+            async for event in events:
+                yield event
+    finally:
+        gauge.dec()
+
+
+async def _viewed(
+    manager: RunManager,
+    log: RunLog,
+    task_id: UUID,
+    tenant_id: str,
+    chain_id: UUID,
+    after: int,
+    keepalive_s: float | None,
+    view: ReaderView | None,
+) -> AsyncGenerator[StreamEvent | None, None]:
     if view is not None and view.full_access:
         view = None
     # A view with nothing to redact has nothing to learn from earlier steps either.

@@ -9,7 +9,7 @@ fill a column or move it forward, so a missing value keeps what is stored (COALE
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
@@ -84,6 +84,20 @@ _AUDIT_COLUMNS = {
 }
 
 
+_USAGE_COLUMNS = {
+    "tenant_id": "varchar",
+    "day": "date",
+    "model": "varchar",
+    "calls": "int",
+    "input_tokens": "bigint",
+    "output_tokens": "bigint",
+    "cost_usd": "numeric",
+    "unpriced_calls": "int",
+    "updated_at": "timestamptz",
+}
+USAGE_SUMS = ("calls", "input_tokens", "output_tokens", "cost_usd", "unpriced_calls")
+
+
 def _record_type(columns: Mapping[str, str]) -> str:
     return ", ".join(f'"{name}" {kind}' for name, kind in columns.items())
 
@@ -112,6 +126,20 @@ def _insert(table: str, key: str, columns: Mapping[str, str]) -> str:
     )
 
 
+def _upsert_usage() -> str:
+    """Adds a group's per-(tenant, day, model) sums to the daily roll-up; the rows come
+    aggregated and sorted, so each is touched once and concurrent writers lock in one order."""
+    names = ", ".join(f'"{name}"' for name in _USAGE_COLUMNS)
+    sums = ", ".join(f'"{n}" = model_usage."{n}" + excluded."{n}"' for n in USAGE_SUMS)
+    return (
+        f"INSERT INTO model_usage ({names}) SELECT {names} "
+        f"FROM payload, jsonb_to_recordset(payload.doc->'usage') AS v("
+        f"{_record_type(_USAGE_COLUMNS)}) "
+        f'ON CONFLICT ("tenant_id", "day", "model") DO UPDATE SET {sums}, '
+        '"updated_at" = excluded."updated_at" RETURNING 1'
+    )
+
+
 GROUP_WRITE = text(
     "WITH payload AS (SELECT CAST(:doc AS jsonb) AS doc), "
     f"t AS ({_update('tasks', 'tasks', _TASK_COLUMNS, always=('last_seq',))}), "
@@ -119,7 +147,8 @@ GROUP_WRITE = text(
     f"s AS ({_insert('reasoning_steps', 'steps', _STEP_COLUMNS)}), "
     f"e AS ({_insert('task_events', 'events', _EVENT_COLUMNS)}), "
     f"k AS ({_insert('cost_records', 'costs', _COST_COLUMNS)}), "
-    f"a AS ({_insert('audit_events', 'audits', _AUDIT_COLUMNS)}) "
+    f"a AS ({_insert('audit_events', 'audits', _AUDIT_COLUMNS)}), "
+    f"u AS ({_upsert_usage()}) "
     "SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s), (SELECT count(*) FROM e)"
 )
 
@@ -127,7 +156,7 @@ GROUP_WRITE = text(
 def _value(value: Any) -> str:
     if isinstance(value, RawJSON):
         return value  # already JSON: spliced, not encoded again
-    if isinstance(value, datetime):
+    if isinstance(value, datetime | date):
         return f'"{value.isoformat()}"'
     if isinstance(value, UUID):
         return f'"{value}"'
@@ -149,11 +178,46 @@ def group_document(
     events: Sequence[Mapping[str, Any]],
     costs: Sequence[Mapping[str, Any]],
     audits: Sequence[Mapping[str, Any]],
+    usage: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The JSON document `GROUP_WRITE` applies."""
     tasks = _rows({"row_id": key, **values} for key, values in sorted(task_changes.items()))
     chains = _rows({"row_id": key, **values} for key, values in sorted(chain_changes.items()))
     return (
         f'{{"tasks":[{tasks}],"chains":[{chains}],"steps":[{_rows(steps)}],'
-        f'"events":[{_rows(events)}],"costs":[{_rows(costs)}],"audits":[{_rows(audits)}]}}'
+        f'"events":[{_rows(events)}],"costs":[{_rows(costs)}],"audits":[{_rows(audits)}],'
+        f'"usage":[{_rows(usage)}]}}'
     )
+
+
+def daily_usage(costs: Iterable[Mapping[str, Any]], at: datetime) -> list[dict[str, Any]]:
+    """The `model_usage` increments of cost records: model calls summed per (tenant, UTC day,
+    model), sorted by that key."""
+    sums: dict[tuple[str, date, str], dict[str, Any]] = {}
+    for cost in costs:
+        model = cost["model"]
+        if model is None:
+            continue
+        key = (cost["tenant_id"], cost["recorded_at"].astimezone(UTC).date(), model)
+        row = sums.setdefault(
+            key,
+            {
+                "tenant_id": key[0],
+                "day": key[1],
+                "model": model,
+                "calls": 0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cost_usd": Decimal(0),
+                "unpriced_calls": 0,
+                "updated_at": at,
+            },
+        )
+        row["calls"] += 1
+        row["input_tokens"] += cost["input_tokens"]
+        row["output_tokens"] += cost["output_tokens"]
+        if cost["cost_usd"] is not None:
+            row["cost_usd"] += cost["cost_usd"]
+        if cost["unpriced"]:
+            row["unpriced_calls"] += 1
+    return [sums[key] for key in sorted(sums)]

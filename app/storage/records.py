@@ -1,6 +1,7 @@
 """What the repositories hand back: plain typed records, no SQLAlchemy rows."""
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
@@ -98,3 +99,24 @@ class AuditRecord(_Record):
     resource_id: str | None
     details: dict[str, Any]
     created_at: datetime
+
+
+class CostRecordRow(_Record):
+    """One priced (or unpriced) call, as billed."""
+
+    id: int
+    tenant_id: str
+    user_id: str | None
+    task_id: UUID
+    chain_id: UUID
+    step_id: UUID
+    tool_name: str
+    tool_type: str
+    model: str | None
+    deployment: str | None
+    provider: str | None
+    input_tokens: int
+    output_tokens: int
+    cost_usd: Decimal | None
+    unpriced: bool
+    recorded_at: datetime

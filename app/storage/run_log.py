@@ -8,14 +8,17 @@ from typing import Any
 from uuid import UUID
 
 from sqlalchemy import Text, bindparam, cast, delete, func, insert, select, text, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.chain import ChainStatus, ErrorCode, TaskState
+from app.chain.models import utc_now
 from app.storage.database import Database
-from app.storage.group_write import GROUP_WRITE, group_document
+from app.storage.group_write import GROUP_WRITE, USAGE_SUMS, daily_usage, group_document
 from app.storage.records import StoredEvent, StoredStep, TaskRecord
 from app.storage.tables import (
     audit_events,
     cost_records,
+    model_usage,
     reasoning_chains,
     reasoning_steps,
     runners,
@@ -24,6 +27,22 @@ from app.storage.tables import (
 )
 
 _UNFINISHED = [state for state in TaskState if not state.is_terminal]
+
+
+async def _add_usage(connection: AsyncConnection, row: dict[str, Any]) -> None:
+    """SQLite: adds a day's usage to the roll-up inside the writer's transaction (SQLite has
+    one writer). Money is exact text there, so the sum is made here in decimals, never by the
+    database in floats."""
+    u = model_usage.c
+    key = (u.tenant_id == row["tenant_id"]) & (u.day == row["day"]) & (u.model == row["model"])
+    current = (await connection.execute(select(model_usage).where(key))).first()
+    if current is None:
+        await connection.execute(insert(model_usage).values(**row))
+        return
+    sums = {name: getattr(current, name) + row[name] for name in USAGE_SUMS}
+    await connection.execute(
+        update(model_usage).where(key).values(**sums, updated_at=row["updated_at"])
+    )
 
 
 class TooManyUnfinished(Exception):
@@ -137,8 +156,11 @@ class RunLog:
         events = [row for write in writes for row in write.events]
         costs = [row for write in writes for row in write.costs]
         audits = [*audits, *(row for write in writes for row in write.audits)]
+        usage = daily_usage(costs, utc_now()) if costs else []
         if not self._database.is_sqlite:
-            document = group_document(task_changes, chain_changes, steps, events, costs, audits)
+            document = group_document(
+                task_changes, chain_changes, steps, events, costs, audits, usage
+            )
             async with self._database.autocommit() as connection:
                 await connection.execute(GROUP_WRITE, {"doc": document})
             return
@@ -155,6 +177,8 @@ class RunLog:
             ):
                 if rows:
                     await connection.execute(insert(table), rows)
+            for row in usage:
+                await _add_usage(connection, row)
 
     async def register_runner(self, runner: RunnerLease) -> None:
         async with self._database.transaction() as connection:

@@ -53,6 +53,7 @@ ROUTES = [
     Route("POST", "/api/v1/tasks/{task_id}/cancel"),
     Route("GET", "/api/v1/tasks/{task_id}/events"),
     Route("GET", "/api/v1/tasks/{task_id}/chain"),
+    Route("GET", "/api/v1/tasks/{task_id}/costs"),
     Route("GET", "/api/v1/chains/{chain_id}"),
     Route("GET", "/api/v1/chains/{chain_id}/steps"),
     Route("GET", "/api/v1/chains/{chain_id}/export"),
@@ -70,6 +71,8 @@ ROUTES = [
     Route("GET", "/api/v1/tenants/{tenant_id}/models"),
     Route("PUT", "/api/v1/tenants/{tenant_id}/models"),
     Route("GET", "/api/v1/tenants/{tenant_id}/audit"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/costs"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/usage"),
     Route("GET", "/api/v1/tools"),
     Route("GET", "/api/v1/models"),
 ]

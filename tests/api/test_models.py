@@ -155,6 +155,14 @@ async def test_a_fallback_the_tenant_did_not_approve_is_never_reached(
             allowed_events = await stream(client, allowed["task_id"])
 
     assert backup_calls_of_strict == 0
+    # the chain says the fallback was withheld, and why
+    [result] = [
+        e.json["step"]["tool_result"]
+        for e in refused_events
+        if e.event == "reasoning_step" and e.json["step"]["tool_result"]
+    ]
+    withheld = [a for a in result["failed_attempts"] if a["model"] == "backup"]
+    assert [a["error_class"] for a in withheld] == ["model_not_approved"]
     failed = [e.json for e in refused_events if e.event == "chain_failed"]
     assert failed
     assert failed[0]["error_code"] == "llm_error"

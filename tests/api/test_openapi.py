@@ -49,5 +49,5 @@ def test_submission_documents_its_rate_limit_refusal() -> None:
 
 def test_health_routes_need_no_token() -> None:
     health = {p: op for m, p, op in _operations() if not p.startswith("/api/")}
-    assert set(health) == {"/healthz", "/readyz"}
+    assert set(health) == {"/healthz", "/readyz", "/metrics"}
     assert all("security" not in operation for operation in health.values())

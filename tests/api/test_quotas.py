@@ -5,6 +5,7 @@ past a tenant's cost window; with Redis, limits hold across instances."""
 
 import asyncio
 import math
+import os
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -24,7 +25,7 @@ from tests.service import (
     service_settings,
 )
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = os.environ.get("OMNIFORGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 async def _set_quotas(service: Service, tenant: str, quotas: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ EXPECTED: dict[str, dict[str, int]] = {
     "POST /api/v1/tasks/{task_id}/cancel": _only({"platform_admin": 409, "tenant_admin": 409}),
     "GET /api/v1/tasks/{task_id}/events": ALL,
     "GET /api/v1/tasks/{task_id}/chain": ALL,
+    "GET /api/v1/tasks/{task_id}/costs": _only(ADMINS | {"auditor": 200}),
     "GET /api/v1/chains/{chain_id}": ALL,
     "GET /api/v1/chains/{chain_id}/steps": ALL,
     "GET /api/v1/chains/{chain_id}/export": _only(ADMINS | {"member": 200, "auditor": 200}),
@@ -46,6 +47,8 @@ EXPECTED: dict[str, dict[str, int]] = {
     "GET /api/v1/tenants/{tenant_id}/models": _only(ADMINS),
     "PUT /api/v1/tenants/{tenant_id}/models": _only(ADMINS),
     "GET /api/v1/tenants/{tenant_id}/audit": _only(ADMINS | {"auditor": 200}),
+    "GET /api/v1/tenants/{tenant_id}/costs": _only(ADMINS | {"auditor": 200}),
+    "GET /api/v1/tenants/{tenant_id}/usage": _only(ADMINS | {"auditor": 200}),
     "GET /api/v1/tools": dict.fromkeys(ROLES, 200),
     "GET /api/v1/models": dict.fromkeys(ROLES, 200),
 }
@@ -58,6 +61,7 @@ NEEDS: dict[str, str] = {
     "POST /api/v1/tasks/{task_id}/cancel": Permission.TASK_CANCEL,
     "GET /api/v1/tasks/{task_id}/events": Permission.CHAIN_READ,
     "GET /api/v1/tasks/{task_id}/chain": Permission.CHAIN_READ,
+    "GET /api/v1/tasks/{task_id}/costs": Permission.COST_VIEW,
     "GET /api/v1/chains/{chain_id}": Permission.CHAIN_READ,
     "GET /api/v1/chains/{chain_id}/steps": Permission.CHAIN_READ,
     "GET /api/v1/chains/{chain_id}/export": Permission.CHAIN_EXPORT,
@@ -75,6 +79,8 @@ NEEDS: dict[str, str] = {
     "GET /api/v1/tenants/{tenant_id}/models": Permission.COST_CONFIGURE,
     "PUT /api/v1/tenants/{tenant_id}/models": Permission.COST_CONFIGURE,
     "GET /api/v1/tenants/{tenant_id}/audit": Permission.AUDIT_READ,
+    "GET /api/v1/tenants/{tenant_id}/costs": Permission.COST_VIEW,
+    "GET /api/v1/tenants/{tenant_id}/usage": Permission.COST_VIEW,
 }
 
 

@@ -3,7 +3,7 @@
 import json
 from typing import Any
 
-from app.chain import ToolResultInfo, ToolType, format_usd
+from app.chain import ErrorCode, FailedAttempt, ToolResultInfo, ToolType, format_usd
 from app.llm import LLMCallError, LLMDelta, LLMErrorKind, LLMGateway, LLMRequest, LLMResponse
 from app.tools.base import BaseTool
 from app.tools.errors import ErrorClass, FieldError, InvalidToolArguments, ToolError
@@ -101,7 +101,7 @@ class LLMTool(BaseTool):
                 error_class=_ERROR_CLASSES.get(exc.kind, ErrorClass.PERMANENT),
                 status_code=exc.status_code,
                 retry_after_s=exc.retry_after_s,
-                failed_attempts=exc.failed_attempts,
+                failed_attempts=[*exc.failed_attempts, *self._withheld(request, context.models)],
             ) from exc
         return ToolOutput(
             value={
@@ -121,6 +121,22 @@ class LLMTool(BaseTool):
             unpriced=response.unpriced,
             failed_attempts=response.failed_attempts,
         )
+
+    def _withheld(self, request: LLMRequest, models: ModelAccess | None) -> list[FailedAttempt]:
+        """The fallbacks the model list has for a failed call that its policy kept it from
+        trying, so the chain says why they were not."""
+        if models is None:
+            return []
+        return [
+            FailedAttempt(
+                attempt=1,
+                error_class=ErrorCode.MODEL_NOT_APPROVED,
+                model=name,
+                message=f"fallback {name!r} not tried: not approved for this tenant",
+            )
+            for name in self._gateway.fallbacks(request.model)
+            if not models.approves(name)
+        ]
 
     async def estimate(self, arguments: dict[str, Any], context: ToolCallContext) -> CallEstimate:
         estimate = self._gateway.estimate(self.request(arguments, context.models))

@@ -1,0 +1,211 @@
+"""Usage and cost reports: a tenant's costs grouped as asked, its daily model usage, and one
+task's cost records. `Accept: text/csv` gives the same figures as CSV."""
+
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import JSONResponse, Response
+
+from app.api.access import AnyCaller, RequireCostView
+from app.api.costs.schemas import (
+    FIGURES,
+    CostGroup,
+    CostReport,
+    Figures,
+    TaskCost,
+    TaskCosts,
+    UsageDay,
+    UsageModel,
+    UsageReport,
+    figures_of,
+    to_csv,
+)
+from app.api.deps import State
+from app.api.errors import VALIDATION, ApiError, FieldProblem, problems
+from app.api.query import aware
+from app.api.tasks.service import find_task
+from app.runs.errors import Forbidden
+from app.security.rbac import Permission
+from app.storage.costs import CostRepository, GroupBy, Totals, sum_records
+
+router = APIRouter(tags=["costs"])
+
+CSV = "text/csv"
+MAX_SPAN = timedelta(days=366)
+DEFAULT_SPAN = timedelta(days=30)
+_CSV_DOC = {"description": "The same figures as CSV", "content": {CSV: {}}}
+
+
+def _wants_csv(accept: str | None) -> bool:
+    return accept is not None and CSV in accept
+
+
+def _csv(text: str, filename: str) -> Response:
+    return Response(
+        text,
+        media_type=f"{CSV}; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+def _period(since: datetime | None, until: datetime | None) -> tuple[datetime, datetime]:
+    """`from` inclusive, `to` exclusive, in UTC; the last 30 days by default."""
+    end = aware(until) or datetime.now(UTC)
+    start = aware(since) or end - DEFAULT_SPAN
+    _check_span(start, end, MAX_SPAN)
+    return start, end
+
+
+def _check_span(start: datetime | date, end: datetime | date, longest: timedelta) -> None:
+    if start >= end:
+        raise ApiError(
+            VALIDATION,
+            "`from` must be before `to`",
+            errors=[FieldProblem(field="query.from", message="not before `to`")],
+        )
+    if end - start > longest:  # type: ignore[operator]
+        raise ApiError(
+            VALIDATION,
+            f"a report covers at most {longest.days} days",
+            errors=[FieldProblem(field="query.to", message=f"more than {longest.days} days")],
+        )
+
+
+@router.get(
+    "/api/v1/tenants/{tenant_id}/costs",
+    summary="A tenant's costs, grouped",
+    response_model=CostReport,
+    responses={200: _CSV_DOC, **problems(401, 403, 404, 422)},
+)
+async def get_costs(
+    tenant_id: str,
+    caller: RequireCostView,
+    state: State,
+    since: Annotated[datetime | None, Query(alias="from", description="Inclusive, UTC.")] = None,
+    until: Annotated[datetime | None, Query(alias="to", description="Exclusive, UTC.")] = None,
+    group_by: GroupBy | None = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1_000,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Every priced or unpriced call recorded in the period, summed per `group_by` (model,
+    UTC day, tool, task or user; none: totals only), exact to 1e-12 USD. `totals` count every
+    call of the period, also when `truncated` says groups were left out."""
+    tenant = await caller.scope(state, tenant_id)
+    start, end = _period(since, until)
+    async with state.database.read() as connection:
+        groups, totals, truncated = await CostRepository(connection, tenant.id).grouped(
+            since=start, until=end, group_by=group_by, limit=limit
+        )
+    items = [CostGroup(key=g.key, **Figures.of(g.totals).model_dump()) for g in groups]
+    report = CostReport(
+        from_=start,
+        to=end,
+        group_by=group_by,
+        groups=items,
+        totals=Figures.of(totals),
+        truncated=truncated,
+    )
+    if _wants_csv(accept):
+        rows = [[item.key, *figures_of(item)] for item in items]
+        rows.append(["TOTAL", *figures_of(report.totals)])
+        return _csv(to_csv([group_by or "key", *FIGURES], rows), f"costs-{tenant.id}.csv")
+    return JSONResponse(report.model_dump(mode="json", by_alias=True))
+
+
+@router.get(
+    "/api/v1/tenants/{tenant_id}/usage",
+    summary="A tenant's daily model usage",
+    response_model=UsageReport,
+    responses={200: _CSV_DOC, **problems(401, 403, 404, 422)},
+)
+async def get_usage(
+    tenant_id: str,
+    caller: RequireCostView,
+    state: State,
+    since: Annotated[date | None, Query(alias="from", description="Inclusive UTC day.")] = None,
+    until: Annotated[date | None, Query(alias="to", description="Exclusive UTC day.")] = None,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    """The daily roll-up of model calls (kept as calls are recorded): per day and model, per
+    model, and in all."""
+    tenant = await caller.scope(state, tenant_id)
+    end = until or datetime.now(UTC).date() + timedelta(days=1)
+    start = since or end - DEFAULT_SPAN
+    _check_span(start, end, MAX_SPAN)
+    async with state.database.read() as connection:
+        rows = await CostRepository(connection, tenant.id).usage(since=start, until=end)
+    per_model: dict[str, Totals] = {}
+    totals = Totals()
+    for row in rows:
+        per_model.setdefault(row.model, Totals()).add(row.totals)
+        totals.add(row.totals)
+    days = [UsageDay(day=r.day, model=r.model, **Figures.of(r.totals).model_dump()) for r in rows]
+    report = UsageReport(
+        from_=start,
+        to=end,
+        days=days,
+        models=[
+            UsageModel(model=model, **Figures.of(t).model_dump())
+            for model, t in sorted(per_model.items())
+        ],
+        totals=Figures.of(totals),
+    )
+    if _wants_csv(accept):
+        lines: list[list[object]] = [[d.day, d.model, *figures_of(d)] for d in days]
+        lines.append(["TOTAL", "", *figures_of(report.totals)])
+        return _csv(to_csv(["day", "model", *FIGURES], lines), f"usage-{tenant.id}.csv")
+    return JSONResponse(report.model_dump(mode="json", by_alias=True))
+
+
+_TASK_COLUMNS = [
+    "step_id",
+    "tool_name",
+    "tool_type",
+    "model",
+    "deployment",
+    "provider",
+    "user_id",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "unpriced",
+    "recorded_at",
+]
+
+
+@router.get(
+    "/api/v1/tasks/{task_id}/costs",
+    summary="A task's cost records",
+    response_model=TaskCosts,
+    responses={200: _CSV_DOC, **problems(401, 403, 404, 422)},
+)
+async def get_task_costs(
+    task_id: UUID,
+    caller: AnyCaller,
+    state: State,
+    accept: Annotated[str | None, Header()] = None,
+) -> Response:
+    """One record per call that reported usage, in order; totals equal the chain's metrics.
+    Needs `cost:view`, except for the task's own submitter."""
+    task = await find_task(state, caller, task_id)
+    own = task.user_id == caller.subject and Permission.TASK_READ in caller.permissions
+    if not own and Permission.COST_VIEW not in caller.permissions:
+        raise Forbidden(
+            "this needs the `cost:view` permission (or to be the task's submitter)",
+            permission=Permission.COST_VIEW,
+        )
+    async with state.database.read() as connection:
+        records = await CostRepository(connection, caller.tenant_id).of_task(task.id)
+    items = [TaskCost.of(record) for record in records]
+    totals = Figures.of(sum_records(records))
+    if _wants_csv(accept):
+        rows: list[list[object]] = [[getattr(i, c) for c in _TASK_COLUMNS] for i in items]
+        blank = [""] * 7
+        rows.append(
+            ["TOTAL", *blank[1:], totals.input_tokens, totals.output_tokens, totals.cost_usd]
+        )
+        return _csv(to_csv(_TASK_COLUMNS, rows), f"task-{task.id}-costs.csv")
+    body = TaskCosts(task_id=task.id, items=items, totals=totals)
+    return JSONResponse(body.model_dump(mode="json"))

@@ -1,0 +1,124 @@
+"""Usage and cost reports as clients see them (JSON, or CSV with the same figures)."""
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.chain import USD, format_usd
+from app.storage.costs import GroupBy, Totals
+from app.storage.records import CostRecordRow
+
+
+class Figures(BaseModel):
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: USD = Field(description="Priced calls only; exact decimal, as a string.")
+    unpriced_calls: int = Field(description="Calls of models without a price (cost unknown).")
+
+    @classmethod
+    def of(cls, totals: Totals) -> "Figures":
+        return cls(
+            calls=totals.calls,
+            input_tokens=totals.input_tokens,
+            output_tokens=totals.output_tokens,
+            cost_usd=totals.cost_usd,
+            unpriced_calls=totals.unpriced_calls,
+        )
+
+
+class CostGroup(Figures):
+    key: str | None = Field(description="The model, day, tool, task or user; null: none.")
+
+
+class CostReport(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    from_: datetime = Field(alias="from")
+    to: datetime
+    group_by: GroupBy | None
+    currency: Literal["USD"] = "USD"
+    groups: list[CostGroup]
+    totals: Figures
+    truncated: bool = Field(description="More groups than `limit`; totals count them all.")
+
+
+class UsageDay(Figures):
+    day: date
+    model: str
+
+
+class UsageModel(Figures):
+    model: str
+
+
+class UsageReport(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    from_: date = Field(alias="from")
+    to: date
+    currency: Literal["USD"] = "USD"
+    days: list[UsageDay]
+    models: list[UsageModel]
+    totals: Figures
+
+
+class TaskCost(BaseModel):
+    step_id: UUID
+    tool_name: str
+    tool_type: str
+    model: str | None
+    deployment: str | None
+    provider: str | None
+    user_id: str | None
+    input_tokens: int
+    output_tokens: int
+    cost_usd: USD | None
+    unpriced: bool
+    recorded_at: datetime
+
+    @classmethod
+    def of(cls, record: CostRecordRow) -> "TaskCost":
+        return cls.model_validate(record, from_attributes=True)
+
+
+class TaskCosts(BaseModel):
+    task_id: UUID
+    currency: Literal["USD"] = "USD"
+    items: list[TaskCost]
+    totals: Figures
+
+
+FIGURES = ["calls", "input_tokens", "output_tokens", "cost_usd", "unpriced_calls"]
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return format_usd(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
+
+
+def to_csv(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A header row, then the rows; money as plain decimals, empty cells for nulls."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_cell(value) for value in row])
+    return out.getvalue()
+
+
+def figures_of(item: BaseModel) -> list[object]:
+    return [getattr(item, name) for name in FIGURES]

@@ -1,0 +1,137 @@
+"""Prometheus metrics of this process's runs, fed from the events runs emit.
+
+Each app has its own registry (never the global one), so several apps in one process (tests)
+do not share counters. Money is counted exactly in the database; here it is a float, converted
+once per call, for dashboards.
+"""
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from app.chain import (
+    ChainEvent,
+    ChainFailedEvent,
+    DoneEvent,
+    ErrorCode,
+    ReasoningStepEvent,
+    ToolType,
+)
+
+RUN_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+
+
+@dataclass(slots=True)
+class RunLabels:
+    """What the metrics of one run need to remember between its events."""
+
+    tenant_id: str
+    model: str
+    started: float = field(default_factory=time.monotonic)
+    # Each open call's tool type and model, by correlation id, to label its result.
+    calls: dict[UUID, tuple[ToolType, str | None]] = field(default_factory=dict)
+
+
+class RunMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        registry = self.registry
+        self.spend = Counter(
+            "omniforge_spend_usd",
+            "Spend of priced calls in USD (exact figures are in the cost reports)",
+            ["tenant", "model"],
+            registry=registry,
+        )
+        self.tokens = Counter(
+            "omniforge_tokens",
+            "Tokens of calls that reported usage",
+            ["tenant", "model", "direction"],
+            registry=registry,
+        )
+        self.llm_calls = Counter(
+            "omniforge_llm_calls",
+            "LLM calls by outcome",
+            ["tenant", "model", "outcome"],
+            registry=registry,
+        )
+        self.tool_calls = Counter(
+            "omniforge_tool_calls",
+            "Tool calls (LLM calls included) by tool type and outcome",
+            ["tenant", "tool_type", "outcome"],
+            registry=registry,
+        )
+        self.rate_limited = Counter(
+            "omniforge_rate_limit_refusals",
+            "Refusals by a tenant limit: submissions answered 429, and runs ended rate_limited",
+            ["tenant", "limit", "where"],
+            registry=registry,
+        )
+        self.budget_stops = Counter(
+            "omniforge_budget_stops",
+            "Runs ended budget_exceeded, by the budget that stopped them",
+            ["tenant", "model", "limit"],
+            registry=registry,
+        )
+        self.run_duration = Histogram(
+            "omniforge_run_duration_seconds",
+            "Time from submission to the end of a run",
+            ["final_state"],
+            buckets=RUN_DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.active_runs = Gauge(
+            "omniforge_active_runs", "Runs live in this process", registry=registry
+        )
+        self.open_streams = Gauge(
+            "omniforge_open_streams", "SSE streams open on this process", registry=registry
+        )
+
+    def count_active_runs(self, active: Callable[[], int]) -> None:
+        self.active_runs.set_function(lambda: float(active()))
+
+    def observe(self, run: RunLabels, events: Sequence[ChainEvent]) -> None:
+        for event in events:
+            if isinstance(event, ReasoningStepEvent):
+                self._step(run, event)
+            elif isinstance(event, ChainFailedEvent):
+                limit = str(event.details.get("limit", "unknown"))
+                if event.error_code is ErrorCode.RATE_LIMITED:
+                    self.rate_limited.labels(run.tenant_id, limit, "run").inc()
+                elif event.error_code is ErrorCode.BUDGET_EXCEEDED:
+                    self.budget_stops.labels(run.tenant_id, run.model, limit).inc()
+            elif isinstance(event, DoneEvent):
+                self.run_duration.labels(event.final_state.value).observe(
+                    time.monotonic() - run.started
+                )
+
+    def submission_refused(self, tenant_id: str, limit: str) -> None:
+        self.rate_limited.labels(tenant_id, limit, "submission").inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def _step(self, run: RunLabels, event: ReasoningStepEvent) -> None:
+        step = event.step
+        if step.tool_call is not None:
+            call = step.tool_call
+            run.calls[call.correlation_id] = (call.tool_type, call.model)
+            return
+        result = step.tool_result
+        if result is None:
+            return
+        tool_type, call_model = run.calls.pop(result.correlation_id, (ToolType.CUSTOM, None))
+        outcome = "success" if result.success else "failure"
+        tenant = run.tenant_id
+        self.tool_calls.labels(tenant, tool_type.value, outcome).inc()
+        model = result.model or call_model or run.model
+        if tool_type is ToolType.LLM:
+            self.llm_calls.labels(tenant, model, outcome).inc()
+        if result.input_tokens:
+            self.tokens.labels(tenant, model, "input").inc(result.input_tokens)
+        if result.output_tokens:
+            self.tokens.labels(tenant, model, "output").inc(result.output_tokens)
+        if result.cost_usd:
+            self.spend.labels(tenant, model).inc(float(result.cost_usd))

@@ -1,0 +1,202 @@
+"""Cost records and the daily model-usage roll-up of one tenant, for reports.
+
+Figures are exact: Postgres sums `numeric`; SQLite keeps money as text, so there the sums are
+made here over Decimals, never by the database in floats.
+"""
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any, Literal
+from uuid import UUID
+
+from sqlalchemy import Date, Integer, Select, case, cast, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.storage.records import CostRecordRow
+from app.storage.tables import cost_records, model_usage
+
+GroupBy = Literal["model", "day", "tool", "task", "user"]
+
+
+@dataclass(slots=True)
+class Totals:
+    """Calls and their usage, summed."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: Decimal = field(default_factory=lambda: Decimal(0))
+    unpriced_calls: int = 0
+
+    def add(self, other: "Totals") -> None:
+        self.calls += other.calls
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cost_usd += other.cost_usd
+        self.unpriced_calls += other.unpriced_calls
+
+
+@dataclass(slots=True)
+class Group:
+    key: str | None
+    totals: Totals
+
+
+@dataclass(slots=True)
+class UsageRow:
+    day: date
+    model: str
+    totals: Totals
+
+
+class CostRepository:
+    def __init__(self, connection: AsyncConnection, tenant_id: str) -> None:
+        self.connection = connection
+        self.tenant_id = tenant_id
+        self._sqlite = connection.dialect.name == "sqlite"
+
+    async def of_task(self, task_id: UUID) -> list[CostRecordRow]:
+        c = cost_records.c
+        statement = (
+            select(cost_records)
+            .where(c.tenant_id == self.tenant_id, c.task_id == task_id)
+            .order_by(c.id)
+        )
+        rows = (await self.connection.execute(statement)).all()
+        return [CostRecordRow.model_validate(row._mapping) for row in rows]
+
+    async def grouped(
+        self, *, since: datetime, until: datetime, group_by: GroupBy | None, limit: int
+    ) -> tuple[list[Group], Totals, bool]:
+        """Records with `since <= recorded_at < until`, summed per group (by key, at most
+        `limit` groups), the totals of all of them, and whether groups were left out."""
+        c = cost_records.c
+        key = self._key(group_by)
+        where = (c.tenant_id == self.tenant_id, c.recorded_at >= since, c.recorded_at < until)
+        if self._sqlite:
+            statement: Select[Any] = select(
+                key.label("key"),
+                c.input_tokens,
+                c.output_tokens,
+                c.cost_usd,
+                c.unpriced,
+                c.recorded_at,
+            ).where(*where)
+            rows = (await self.connection.execute(statement)).all()
+            groups = _sum_in_python(rows, by_day=group_by == "day")
+        else:
+            statement = (
+                select(
+                    key.label("key"),
+                    func.count().label("calls"),
+                    func.sum(c.input_tokens).label("input_tokens"),
+                    func.sum(c.output_tokens).label("output_tokens"),
+                    func.coalesce(func.sum(c.cost_usd), 0).label("cost_usd"),
+                    func.sum(case((c.unpriced, 1), else_=0)).label("unpriced_calls"),
+                )
+                .where(*where)
+                .group_by(key)
+            )
+            rows = (await self.connection.execute(statement)).all()
+            groups = [_group(row.key, row) for row in rows]
+        groups.sort(key=lambda g: (g.key is None, g.key or ""))
+        totals = Totals()
+        for group in groups:
+            totals.add(group.totals)
+        if group_by is None:
+            return [], totals, False
+        return groups[:limit], totals, len(groups) > limit
+
+    async def usage(self, *, since: date, until: date) -> list[UsageRow]:
+        """The daily roll-up for `since <= day < until`, by day then model."""
+        u = model_usage.c
+        statement = (
+            select(model_usage)
+            .where(u.tenant_id == self.tenant_id, u.day >= since, u.day < until)
+            .order_by(u.day, u.model)
+        )
+        rows = (await self.connection.execute(statement)).all()
+        return [
+            UsageRow(
+                row.day,
+                row.model,
+                Totals(
+                    row.calls,
+                    row.input_tokens,
+                    row.output_tokens,
+                    Decimal(row.cost_usd),
+                    row.unpriced_calls,
+                ),
+            )
+            for row in rows
+        ]
+
+    def _key(self, group_by: GroupBy | None) -> Any:
+        c = cost_records.c
+        if group_by is None:
+            return cast(None, Integer)
+        if group_by == "day":
+            # SQLite's keys are computed from recorded_at afterwards (stored as UTC text).
+            return (
+                c.recorded_at if self._sqlite else cast(func.timezone("UTC", c.recorded_at), Date)
+            )
+        return {"model": c.model, "tool": c.tool_name, "task": c.task_id, "user": c.user_id}[
+            group_by
+        ]
+
+
+def _key_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).date().isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+def _group(key: Any, row: Any) -> Group:
+    return Group(
+        _key_text(key),
+        Totals(
+            int(row.calls),
+            int(row.input_tokens or 0),
+            int(row.output_tokens or 0),
+            Decimal(row.cost_usd or 0),
+            int(row.unpriced_calls or 0),
+        ),
+    )
+
+
+def _sum_in_python(rows: Sequence[Any], *, by_day: bool) -> list[Group]:
+    groups: dict[str | None, Totals] = {}
+    for row in rows:
+        key = _key_text(row.recorded_at if by_day else row.key)
+        totals = groups.setdefault(key, Totals())
+        totals.add(
+            Totals(
+                1,
+                row.input_tokens,
+                row.output_tokens,
+                row.cost_usd if row.cost_usd is not None else Decimal(0),
+                1 if row.unpriced else 0,
+            )
+        )
+    return [Group(key, totals) for key, totals in groups.items()]
+
+
+def sum_records(records: Iterable[CostRecordRow]) -> Totals:
+    totals = Totals()
+    for record in records:
+        totals.add(
+            Totals(
+                1,
+                record.input_tokens,
+                record.output_tokens,
+                record.cost_usd if record.cost_usd is not None else Decimal(0),
+                1 if record.unpriced else 0,
+            )
+        )
+    return totals

@@ -1,0 +1,133 @@
+"""The daily model-usage roll-up is upserted with the cost records it sums, atomically: writers
+of several processes (separate engines here) racing on the same rows add up exactly."""
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from uuid import UUID, uuid4
+
+import pytest
+from sqlalchemy import select
+
+from app.chain import ChainMetrics, ChainStatus, TaskState, ToolType
+from app.storage import Database
+from app.storage.run_log import RunLog, RunWrite
+from app.storage.tables import cost_records, model_usage
+from app.storage.types import RawJSON
+
+TENANT = "usage-tenant"
+
+
+@pytest.fixture
+async def databases(database_url: str) -> AsyncIterator[list[Database]]:
+    engines = [Database(database_url), Database(database_url)]
+    yield engines
+    for engine in engines:
+        await engine.dispose()
+
+
+async def _task(log: RunLog, tenant: str) -> tuple[UUID, UUID]:
+    task_id, chain_id, now = uuid4(), uuid4(), datetime.now(UTC)
+    await log.create(
+        {
+            "id": task_id,
+            "tenant_id": tenant,
+            "user_id": "u",
+            "status": TaskState.WORKING,
+            "chain_id": chain_id,
+            "request": {"input": "x"},
+            "model": "m",
+            "last_seq": 0,
+            "created_at": now,
+        },
+        {
+            "id": chain_id,
+            "task_id": task_id,
+            "tenant_id": tenant,
+            "agent_id": "a",
+            "status": ChainStatus.THINKING,
+            "metrics": RawJSON(ChainMetrics().model_dump_json()),
+            "started_at": now,
+        },
+    )
+    return task_id, chain_id
+
+
+def _cost(
+    tenant: str,
+    task_id: UUID,
+    chain_id: UUID,
+    model: str | None,
+    tokens: tuple[int, int],
+    cost: Decimal | None,
+    at: datetime,
+) -> dict[str, object]:
+    return {
+        "tenant_id": tenant,
+        "user_id": "u",
+        "task_id": task_id,
+        "chain_id": chain_id,
+        "step_id": uuid4(),
+        "correlation_id": uuid4(),
+        "tool_name": "llm" if model else "search",
+        "tool_type": ToolType.LLM if model else ToolType.EXTERNAL,
+        "model": model,
+        "deployment": None,
+        "provider": None,
+        "input_tokens": tokens[0],
+        "output_tokens": tokens[1],
+        "cost_usd": cost,
+        "unpriced": cost is None,
+        "recorded_at": at,
+    }
+
+
+async def test_concurrent_writers_add_up_exactly(databases: list[Database]) -> None:
+    tenant = f"{TENANT}-{uuid4().hex[:8]}"
+    logs = [RunLog(database) for database in databases]
+    task_id, chain_id = await _task(logs[0], tenant)
+    today = datetime.now(UTC)
+    yesterday = today - timedelta(days=1)
+    price = Decimal("0.100000000001")  # 12 places: floats would not sum this exactly
+
+    def group(index: int) -> list[RunWrite]:
+        write = RunWrite(task_id, chain_id, last_seq=0)
+        write.costs = [
+            _cost(tenant, task_id, chain_id, "alpha", (10, 3), price * (index + 1), today),
+            _cost(tenant, task_id, chain_id, "beta", (7, 1), None, today),
+            _cost(tenant, task_id, chain_id, "alpha", (5, 5), price, yesterday),
+            _cost(tenant, task_id, chain_id, None, (0, 0), Decimal("0.5"), today),
+        ]
+        return [write]
+
+    await asyncio.gather(*[logs[i % 2].append(group(i)) for i in range(40)])
+
+    async with databases[0].read() as connection:
+        rolled = {
+            (row.day, row.model): row
+            for row in await connection.execute(
+                select(model_usage).where(model_usage.c.tenant_id == tenant)
+            )
+        }
+        records = list(
+            await connection.execute(
+                select(cost_records).where(
+                    cost_records.c.tenant_id == tenant, cost_records.c.model.is_not(None)
+                )
+            )
+        )
+    assert set(rolled) == {
+        (today.date(), "alpha"),
+        (today.date(), "beta"),
+        (yesterday.date(), "alpha"),
+    }
+    for (day, model), row in rolled.items():
+        mine = [r for r in records if r.model == model and r.recorded_at.date() == day]
+        assert row.calls == len(mine) == 40
+        assert row.input_tokens == sum(r.input_tokens for r in mine)
+        assert row.output_tokens == sum(r.output_tokens for r in mine)
+        assert Decimal(row.cost_usd) == sum((r.cost_usd or Decimal(0) for r in mine), Decimal(0))
+        assert row.unpriced_calls == sum(1 for r in mine if r.unpriced)
+    assert Decimal(rolled[(today.date(), "alpha")].cost_usd) == price * sum(range(1, 41))
+    assert rolled[(today.date(), "beta")].unpriced_calls == 40
