@@ -169,7 +169,7 @@ class ReasoningEngine:
         arguments.update({key: value for key, value in optional.items() if value is not None})
         context = self._llm_context
         if parent_step_id is not None:
-            context = replace(context, parent_step_id=parent_step_id)
+            context = context.at(parent_step_id=parent_step_id)
         result = await self._executor.execute(
             self.chain,
             context,
@@ -218,5 +218,5 @@ class ReasoningEngine:
         """Runs independent calls concurrently; results come back in call order."""
         context = self._context
         if parent_step_id is not None:
-            context = replace(context, parent_step_id=parent_step_id)
+            context = context.at(parent_step_id=parent_step_id)
         return await self._executor.execute_batch(self.chain, context, invocations)

@@ -239,21 +239,6 @@ class RunManager:
             if grant is not None:  # a task that was not accepted does not count
                 await self.limits.release(grant)
             raise
-        guards: list[ToolGuard] = []
-        if chain.budget is not None:
-            guards.append(BudgetGuard(chain))
-        models = policy.models
-        restricts_models = models.approved is not None or bool(models.max_output_tokens)
-        if models.approved is not None:
-            guards.append(
-                ModelPolicyGuard(
-                    models,
-                    default_model=runtime.gateway.default_model,
-                    available=runtime.gateway.model_names(),
-                )
-            )
-        if quotas.limits_runs:
-            guards.append(QuotaGuard(self.limits, principal.tenant_id, quotas))
         task = AgentTask(
             id=str(task_id),
             input=submission.input,
@@ -269,10 +254,34 @@ class RunManager:
             roles=policy.roles,
             metadata=submission.metadata,
         )
+        models = policy.models
+        restricts_models = models.approved is not None or bool(models.max_output_tokens)
         run = runtime.agent.start(
-            task, chain=chain, guards=guards, models=models if restricts_models else None
+            task,
+            chain=chain,
+            guards=self._guards(chain, principal.tenant_id, policy),
+            models=models if restricts_models else None,
         )
         return self._follow(principal, policy, run, task_id, chain)
+
+    def _guards(self, chain: ReasoningChain, tenant_id: str, policy: RunPolicy) -> list[ToolGuard]:
+        """The run's own guards: its budget, its tenant's model policy and quotas (only
+        those that limit anything)."""
+        guards: list[ToolGuard] = []
+        if chain.budget is not None:
+            guards.append(BudgetGuard(chain))
+        if policy.models.approved is not None:
+            gateway = self.runtime.gateway
+            guards.append(
+                ModelPolicyGuard(
+                    policy.models,
+                    default_model=gateway.default_model,
+                    available=gateway.model_names(),
+                )
+            )
+        if policy.quotas.limits_runs:
+            guards.append(QuotaGuard(self.limits, tenant_id, policy.quotas))
+        return guards
 
     async def _create(
         self,

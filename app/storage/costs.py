@@ -30,6 +30,17 @@ class Totals:
     cost_usd: Decimal = field(default_factory=lambda: Decimal(0))
     unpriced_calls: int = 0
 
+    def count(self, record: Any) -> None:
+        """Adds one call: anything with its tokens, `cost_usd` (None: unpriced) and
+        `unpriced`."""
+        self.calls += 1
+        self.input_tokens += record.input_tokens
+        self.output_tokens += record.output_tokens
+        if record.cost_usd is not None:
+            self.cost_usd += Decimal(record.cost_usd)
+        if record.unpriced:
+            self.unpriced_calls += 1
+
     def add(self, other: "Totals") -> None:
         self.calls += other.calls
         self.input_tokens += other.input_tokens
@@ -174,29 +185,12 @@ def _sum_in_python(rows: Sequence[Any], *, by_day: bool) -> list[Group]:
     groups: dict[str | None, Totals] = {}
     for row in rows:
         key = _key_text(row.recorded_at if by_day else row.key)
-        totals = groups.setdefault(key, Totals())
-        totals.add(
-            Totals(
-                1,
-                row.input_tokens,
-                row.output_tokens,
-                row.cost_usd if row.cost_usd is not None else Decimal(0),
-                1 if row.unpriced else 0,
-            )
-        )
+        groups.setdefault(key, Totals()).count(row)
     return [Group(key, totals) for key, totals in groups.items()]
 
 
 def sum_records(records: Iterable[CostRecordRow]) -> Totals:
     totals = Totals()
     for record in records:
-        totals.add(
-            Totals(
-                1,
-                record.input_tokens,
-                record.output_tokens,
-                record.cost_usd if record.cost_usd is not None else Decimal(0),
-                1 if record.unpriced else 0,
-            )
-        )
+        totals.count(record)
     return totals

@@ -5,7 +5,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
@@ -198,7 +198,7 @@ class ToolExecutor:
                 parent_step_id=context.parent_step_id,
             )
         )
-        call_context = replace(context, correlation_id=correlation_id, parent_step_id=call_step.id)
+        call_context = context.at(correlation_id=correlation_id, parent_step_id=call_step.id)
         return _Prepared(invocation, entry, arguments, call_context, call_step, failure)
 
     async def _run(self, call: _Prepared) -> _Outcome:
@@ -241,7 +241,7 @@ class ToolExecutor:
             attempt += 1
             try:
                 async with asyncio.timeout(definition.timeout_s):
-                    output = await entry.tool.execute(arguments, replace(context, attempt=attempt))
+                    output = await entry.tool.execute(arguments, context.at(attempt=attempt))
             except ToolError as exc:
                 error = exc
             except TimeoutError:

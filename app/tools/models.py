@@ -178,6 +178,31 @@ class ToolCallContext:
     # Which models the run may reach (its tenant's policy); None: every configured model.
     models: "ModelAccess | None" = None
 
+    def at(
+        self,
+        *,
+        correlation_id: UUID | None = None,
+        parent_step_id: UUID | None = None,
+        attempt: int | None = None,
+    ) -> "ToolCallContext":
+        """This context for one call (or attempt): the executor makes one per call, so this
+        is `dataclasses.replace` without its per-field introspection (a third of its cost)."""
+        return ToolCallContext(
+            self.task_id,
+            self.agent_id,
+            self.chain_id,
+            self.tenant_id,
+            self.user_id,
+            self.correlation_id if correlation_id is None else correlation_id,
+            self.parent_step_id if parent_step_id is None else parent_step_id,
+            self.attempt if attempt is None else attempt,
+            self.allowed_tools,
+            self.roles,
+            self.on_delta,
+            self.guards,
+            self.models,
+        )
+
 
 @dataclass(slots=True)
 class ToolOutput:

@@ -63,3 +63,14 @@ def assert_problem(response: httpx.Response, status: int, type_slug: str) -> dic
     assert body["title"]
     assert body["detail"]
     return body
+
+
+async def configure(
+    service: Any, tenant: str, setting: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    """PUTs a tenant setting (`quotas`, `models`, `visibility`, `tools`) as its admin."""
+    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
+        response = await admin.put(f"/api/v1/tenants/{tenant}/{setting}", json=body)
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer

@@ -5,7 +5,7 @@ carries what remains; `budget_warning` arrives once; tenants' default budgets ap
 from decimal import Decimal
 from typing import Any
 
-from tests.api.helpers import cost_of, stream, submit
+from tests.api.helpers import configure, cost_of, stream, submit
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, OUTPUT_PRICE, Service
 from tests.sse import SSE
@@ -177,13 +177,10 @@ async def test_the_tenants_default_budget_applies_and_a_tasks_own_limits_win(
     service: Service, tenant: str
 ) -> None:
     fake = service.fake_llm
-    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
-        response = await admin.put(
-            f"/api/v1/tenants/{tenant}/quotas",
-            json={"default_budget": {"max_llm_calls": 1, "max_steps": 50}},
-        )
-        assert response.status_code == 200, response.text
-        assert response.json()["default_budget"]["max_llm_calls"] == 1
+    quotas = await configure(
+        service, tenant, "quotas", {"default_budget": {"max_llm_calls": 1, "max_steps": 50}}
+    )
+    assert quotas["default_budget"]["max_llm_calls"] == 1
 
     fake.script(MODEL, _calculation())
     fake.script(MODEL, _calculation(), Reply.text("4"))

@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.helpers import (
     TWO_TOOL_TASK_COST,
+    configure,
     script_two_tool_task,
     stream,
     submit,
@@ -113,12 +114,12 @@ async def test_refusals_and_budget_stops_are_counted_by_limit(
     service: Service, tenant: str
 ) -> None:
     fake = service.fake_llm
-    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
-        response = await admin.put(
-            f"/api/v1/tenants/{tenant}/quotas",
-            json={"submissions_per_minute": 2, "llm_calls_per_minute": 2, "max_wait_s": 0},
-        )
-        assert response.status_code == 200
+    await configure(
+        service,
+        tenant,
+        "quotas",
+        {"submissions_per_minute": 2, "llm_calls_per_minute": 2, "max_wait_s": 0},
+    )
     calculation = Reply.tool_calls([ToolCall("calculator", {"expression": "1 + 1"})])
     fake.script(MODEL, calculation, calculation)
     async with service.client(tenant) as client:

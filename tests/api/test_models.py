@@ -4,10 +4,9 @@ fallbacks included; `GET /api/v1/models` lists what the caller may use, with pri
 
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 from uuid import uuid4
 
-from tests.api.helpers import assert_problem, stream, submit
+from tests.api.helpers import assert_problem, configure, stream, submit
 from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer, Reply
 from tests.service import (
@@ -20,18 +19,10 @@ from tests.service import (
 )
 
 
-async def _set_models(service: Service, tenant: str, policy: dict[str, Any]) -> dict[str, Any]:
-    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
-        response = await admin.put(f"/api/v1/tenants/{tenant}/models", json=policy)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
 async def test_a_task_naming_an_unapproved_model_is_refused_with_what_is_approved(
     service: Service, tenant: str
 ) -> None:
-    await _set_models(service, tenant, {"approved": ["fake-*"]})
+    await configure(service, tenant, "models", {"approved": ["fake-*"]})
     async with service.client(tenant) as client:
         response = await client.post("/api/v1/tasks", json={"input": "hi", "model": "demo"})
         listed = (await client.get("/api/v1/tasks")).json()
@@ -45,7 +36,7 @@ async def test_a_task_naming_an_unapproved_model_is_refused_with_what_is_approve
 
 async def test_the_policy_is_audited_and_read_back(service: Service, tenant: str) -> None:
     policy = {"approved": ["fake-*", "demo"], "default_model": "demo", "max_output_tokens": {}}
-    await _set_models(service, tenant, policy)
+    await configure(service, tenant, "models", policy)
     async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
         read = (await admin.get(f"/api/v1/tenants/{tenant}/models")).json()
         audit = (await admin.get(f"/api/v1/tenants/{tenant}/audit?action=tenant.models.*")).json()
@@ -60,9 +51,10 @@ async def test_the_policy_is_audited_and_read_back(service: Service, tenant: str
 async def test_the_default_model_and_the_output_cap_reach_the_call(
     service: Service, tenant: str
 ) -> None:
-    await _set_models(
+    await configure(
         service,
         tenant,
+        "models",
         {"approved": [MODEL], "default_model": MODEL, "max_output_tokens": {"fake-*": 64}},
     )
     service.fake_llm.script(MODEL, Reply.text("ok"))
@@ -108,7 +100,9 @@ async def test_the_model_list_shows_approved_models_with_their_prices(
 ) -> None:
     async with service.client(tenant) as client:
         everything = (await client.get("/api/v1/models")).json()
-    await _set_models(service, tenant, {"approved": ["fake-*"], "max_output_tokens": {MODEL: 99}})
+    await configure(
+        service, tenant, "models", {"approved": ["fake-*"], "max_output_tokens": {MODEL: 99}}
+    )
     async with service.client(tenant, roles=("viewer",)) as client:
         approved = (await client.get("/api/v1/models")).json()
 
@@ -141,8 +135,8 @@ async def test_a_fallback_the_tenant_did_not_approve_is_never_reached(
     async with running_service(settings, fake_llm) as service:
         strict = await service.create_tenant(f"strict-{uuid4().hex[:8]}")
         open_ = await service.create_tenant(f"open-{uuid4().hex[:8]}")
-        await _set_models(service, strict, {"approved": ["primary"]})
-        await _set_models(service, open_, {"approved": ["primary", "backup"]})
+        await configure(service, strict, "models", {"approved": ["primary"]})
+        await configure(service, open_, "models", {"approved": ["primary", "backup"]})
 
         fake_llm.script("primary", Reply.error(500), Reply.error(500))
         fake_llm.script("backup", Reply.text("from the backup"))

@@ -9,13 +9,12 @@ import os
 import time
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
 from uuid import uuid4
 
 from sqlalchemy import select
 
 from app.storage.tables import cost_records
-from tests.api.helpers import assert_problem, cost_of, stream, submit
+from tests.api.helpers import assert_problem, configure, cost_of, stream, submit
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 from tests.service import (
     MODEL,
@@ -28,18 +27,10 @@ from tests.service import (
 REDIS_URL = os.environ.get("OMNIFORGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-async def _set_quotas(service: Service, tenant: str, quotas: dict[str, Any]) -> dict[str, Any]:
-    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
-        response = await admin.put(f"/api/v1/tenants/{tenant}/quotas", json=quotas)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
 async def test_the_submission_over_the_rate_gets_429_with_a_correct_retry_after(
     service: Service, tenant: str
 ) -> None:
-    await _set_quotas(service, tenant, {"submissions_per_minute": 3})
+    await configure(service, tenant, "quotas", {"submissions_per_minute": 3})
     service.fake_llm.script(MODEL, *[Reply.text("ok") for _ in range(3)])
     async with service.client(tenant) as client:
         first_sent = time.monotonic()
@@ -66,7 +57,7 @@ async def test_the_quotas_are_audited_and_read_back(service: Service, tenant: st
         "cost_per_day_usd": "12.5",
         "default_budget": {"max_cost_usd": "0.5"},
     }
-    stored = await _set_quotas(service, tenant, quotas)
+    stored = await configure(service, tenant, "quotas", quotas)
     async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
         read = (await admin.get(f"/api/v1/tenants/{tenant}/quotas")).json()
         audit = (await admin.get(f"/api/v1/tenants/{tenant}/audit?action=tenant.quotas.*")).json()
@@ -88,7 +79,7 @@ async def test_the_quotas_are_audited_and_read_back(service: Service, tenant: st
 async def test_a_submission_over_the_concurrent_runs_gets_429_until_one_finishes(
     service: Service, tenant: str
 ) -> None:
-    await _set_quotas(service, tenant, {"concurrent_runs": 1})
+    await configure(service, tenant, "quotas", {"concurrent_runs": 1})
     fake = service.fake_llm
     fake.script(MODEL, Reply.text("slow", delay_s=30), Reply.text("next"))
     async with service.client(tenant) as client:
@@ -107,7 +98,7 @@ async def test_a_submission_over_the_concurrent_runs_gets_429_until_one_finishes
 async def test_an_llm_call_over_the_rate_ends_the_run_rate_limited(
     service: Service, tenant: str
 ) -> None:
-    await _set_quotas(service, tenant, {"llm_calls_per_minute": 1, "max_wait_s": 0})
+    await configure(service, tenant, "quotas", {"llm_calls_per_minute": 1, "max_wait_s": 0})
     service.fake_llm.script(
         MODEL, Reply.tool_calls([ToolCall("calculator", {"expression": "1 + 1"})])
     )
@@ -133,7 +124,7 @@ async def test_concurrent_runs_cannot_spend_past_the_daily_cost_window(
     service: Service, tenant: str
 ) -> None:
     limit = Decimal("0.05")
-    await _set_quotas(service, tenant, {"cost_per_day_usd": str(limit), "max_wait_s": 0})
+    await configure(service, tenant, "quotas", {"cost_per_day_usd": str(limit), "max_wait_s": 0})
     call_cost = cost_of(1_000, 500)
     service.fake_llm.always(
         MODEL,
@@ -182,7 +173,7 @@ async def test_redis_shares_the_limits_between_two_instances(
         running_service(two_settings, fake_llm) as two,
     ):
         await one.create_tenant(tenant)
-        await _set_quotas(one, tenant, {"submissions_per_minute": 2})
+        await configure(one, tenant, "quotas", {"submissions_per_minute": 2})
         fake_llm.script(MODEL, Reply.text("a"), Reply.text("b"))
         async with one.client(tenant) as first, two.client(tenant) as second:
             a = await submit(first)

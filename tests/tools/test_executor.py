@@ -4,6 +4,7 @@ import asyncio
 from dataclasses import replace
 from decimal import Decimal
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
@@ -602,3 +603,32 @@ async def test_a_failing_recorder_does_not_leave_the_rest_of_a_batch_running() -
         )
     async with asyncio.timeout(2):
         await blocking.cancelled.wait()
+
+
+class _AnyModel:
+    def approves(self, model: str) -> bool:
+        return True
+
+    def output_cap(self, model: str) -> int | None:
+        return None
+
+
+def test_a_call_context_derived_with_at_keeps_every_other_field() -> None:
+    guard = RecordingGuard()
+    context = ToolCallContext(
+        task_id="t",
+        agent_id="a",
+        chain_id=uuid4(),
+        tenant_id="acme",
+        user_id="alice",
+        parent_step_id=uuid4(),
+        attempt=3,
+        allowed_tools=frozenset({"echo"}),
+        roles=frozenset({"member"}),
+        on_delta=print,
+        guards=(guard,),
+        models=_AnyModel(),
+    )
+    changes = {"correlation_id": uuid4(), "parent_step_id": uuid4(), "attempt": 4}
+    assert context.at(**changes) == replace(context, **changes)
+    assert context.at() == context
