@@ -34,6 +34,7 @@ from app.tools.errors import GuardRejection
 from app.tools.guards import PendingCall
 
 MINUTE, HOUR, DAY = 60.0, 3_600.0, 86_400.0
+_WAIT_MARGIN_S = 0.001
 
 PositiveInt = Annotated[int, Field(gt=0)]
 PositiveUSD = Annotated[Decimal, Field(gt=0, max_digits=24, decimal_places=12)]
@@ -193,7 +194,9 @@ class QuotaGuard:
                 raise GuardRejection(
                     ErrorCode.RATE_LIMITED, refusal.describe(), details=refusal.details()
                 )
-            await self._sleep(wait)
+            # A millisecond more: the window must have moved past the entry, float rounding
+            # of the times notwithstanding.
+            await self._sleep(wait + _WAIT_MARGIN_S)
 
     async def after_call(self, call: PendingCall, result: ToolResultInfo) -> None:
         grant = self._grants.pop(call.call_step.id, None)
