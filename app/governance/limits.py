@@ -64,6 +64,9 @@ class Refusal:
 
 
 class LimitStore(Protocol):
+    # Whether windows outlive the processes using them (then nothing needs `seed`).
+    durable: bool
+
     async def acquire(self, requests: Sequence[LimitRequest]) -> Grant | Refusal:
         """Records every request, or none when any window would go over its limit."""
         ...
@@ -79,6 +82,12 @@ class LimitStore(Protocol):
 
     async def usage(self, key: str, window_s: float) -> int:
         """What the window holds now."""
+        ...
+
+    async def seed(self, key: str, entries: Sequence[tuple[float, int]]) -> bool:
+        """Fills a window this store has never held with past entries (time, amount), e.g.
+        the calls recorded before this process started; False, doing nothing, when it holds
+        the window already or keeps windows across restarts itself."""
         ...
 
     async def aclose(self) -> None: ...
@@ -100,9 +109,12 @@ class InProcessLimitStore:
     """Windows of this process. Operations never await, so each is atomic in the event loop;
     a key's entries are dropped as they leave its window, and an empty key with them."""
 
+    durable = False
+
     def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._windows: dict[str, _Window] = {}
+        self._seeded: set[str] = set()
 
     async def acquire(self, requests: Sequence[LimitRequest]) -> Grant | Refusal:
         now = self._clock()
@@ -138,6 +150,19 @@ class InProcessLimitStore:
     async def usage(self, key: str, window_s: float) -> int:
         window = self._trimmed(key, self._clock(), window_s)
         return window.total if window else 0
+
+    async def seed(self, key: str, entries: Sequence[tuple[float, int]]) -> bool:
+        if key in self._seeded or key in self._windows:
+            return False
+        self._seeded.add(key)
+        window = _Window()
+        for index, (at, amount) in enumerate(sorted(entries)):
+            if amount:
+                window.entries[f"seed-{index}"] = _Entry(at, amount)
+                window.total += amount
+        if window.entries:
+            self._windows[key] = window
+        return True
 
     async def aclose(self) -> None:
         self._windows.clear()
@@ -274,6 +299,8 @@ class RedisLimitStore:
     after their last write, so abandoned windows disappear. The keys of one acquisition must
     live on one Redis node (no Redis Cluster slot spreading)."""
 
+    durable = True
+
     def __init__(
         self,
         url: str,
@@ -321,6 +348,9 @@ class RedisLimitStore:
     async def usage(self, key: str, window_s: float) -> int:
         used = await self._usage(keys=self._keys(key), args=[repr(self._clock()), window_s])
         return int(used)
+
+    async def seed(self, key: str, entries: Sequence[tuple[float, int]]) -> bool:
+        return False  # Redis keeps its windows across restarts of the instances
 
     async def aclose(self) -> None:
         await self._redis.aclose()

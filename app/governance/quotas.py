@@ -10,11 +10,11 @@ cancelled call gives its reservation back.
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, Protocol
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -228,44 +228,108 @@ class QuotaGuard:
                 return []
             name = f"tool_calls_per_minute.{tool_type}"
             return [LimitRequest(f"{tenant}:{name}", 1, limit, MINUTE, name)]
+        windows = llm_windows(quotas)
+        if any(window.counts != "calls" for window in windows):
+            estimate = await call.estimate()
+        else:
+            estimate = None
         requests: list[LimitRequest] = []
-        if quotas.llm_calls_per_minute is not None:
+        for window in windows:
+            if window.counts == "calls":
+                amount = 1
+            elif estimate is None:
+                continue
+            elif window.counts == "tokens":
+                amount = estimate.input_tokens + estimate.max_output_tokens
+            elif estimate.cost_usd is None:
+                # An unpriced model's cost is unknown: it cannot be reserved (its calls
+                # record `unpriced`, and reports count them).
+                continue
+            else:
+                amount = max(cost_units(estimate.cost_usd), 1)
             requests.append(
                 LimitRequest(
-                    f"{tenant}:llm_calls",
-                    1,
-                    quotas.llm_calls_per_minute,
-                    MINUTE,
-                    "llm_calls_per_minute",
+                    f"{tenant}:{window.name}", amount, window.limit, window.window_s, window.name
                 )
             )
-        token_windows = [
-            ("tokens_per_minute", quotas.tokens_per_minute, MINUTE),
-            ("tokens_per_hour", quotas.tokens_per_hour, HOUR),
-        ]
-        cost_windows = [
-            ("cost_per_hour_usd", quotas.cost_per_hour_usd, HOUR),
-            ("cost_per_day_usd", quotas.cost_per_day_usd, DAY),
-        ]
-        if not any(limit for _, limit, _ in [*token_windows, *cost_windows]):
-            return requests
-        estimate = await call.estimate()
-        if estimate is None:
-            return requests
-        tokens = estimate.input_tokens + estimate.max_output_tokens
-        for name, limit, window in token_windows:
-            if limit is not None:
-                requests.append(LimitRequest(f"{tenant}:{name}", tokens, limit, window, name))
-        # An unpriced model's cost is unknown: it cannot be reserved (its calls record
-        # `unpriced`, and reports count them).
-        if estimate.cost_usd is not None:
-            units = max(cost_units(estimate.cost_usd), 1)
-            for name, usd, window in cost_windows:
-                if usd is not None:
-                    requests.append(
-                        LimitRequest(f"{tenant}:{name}", units, cost_units(usd), window, name)
-                    )
         return requests
+
+
+@dataclass(frozen=True, slots=True)
+class LLMWindow:
+    """A tenant window LLM calls count against: calls, tokens or cost (in cost units)."""
+
+    name: str
+    limit: int
+    window_s: float
+    counts: Literal["calls", "tokens", "cost"]
+
+
+def llm_windows(quotas: TenantQuotas) -> list[LLMWindow]:
+    windows = [
+        LLMWindow("llm_calls_per_minute", quotas.llm_calls_per_minute, MINUTE, "calls")
+        if quotas.llm_calls_per_minute
+        else None,
+        LLMWindow("tokens_per_minute", quotas.tokens_per_minute, MINUTE, "tokens")
+        if quotas.tokens_per_minute
+        else None,
+        LLMWindow("tokens_per_hour", quotas.tokens_per_hour, HOUR, "tokens")
+        if quotas.tokens_per_hour
+        else None,
+        LLMWindow("cost_per_hour_usd", cost_units(quotas.cost_per_hour_usd), HOUR, "cost")
+        if quotas.cost_per_hour_usd
+        else None,
+        LLMWindow("cost_per_day_usd", cost_units(quotas.cost_per_day_usd), DAY, "cost")
+        if quotas.cost_per_day_usd
+        else None,
+    ]
+    return [window for window in windows if window is not None]
+
+
+class RecordedCall(Protocol):
+    """A call as cost records keep it."""
+
+    @property
+    def recorded_at(self) -> datetime: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def cost_usd(self) -> Decimal | None: ...
+
+
+async def remember(
+    store: LimitStore,
+    tenant_id: str,
+    quotas: TenantQuotas,
+    recorded_since: Callable[[datetime], Awaitable[Sequence[RecordedCall]]],
+    known: set[str],
+) -> None:
+    """Fills the tenant's LLM windows that are not in `known` (and adds them there) from the
+    calls recorded within them: a restarted process would otherwise forget, say, the day's
+    spend. One query for all of them; a store that keeps windows itself (Redis) takes none."""
+    if store.durable:
+        return
+    wanted = [w for w in llm_windows(quotas) if f"{tenant_id}:{w.name}" not in known]
+    if not wanted:
+        return
+    since = utc_now() - timedelta(seconds=max(w.window_s for w in wanted))
+    calls = [call for call in await recorded_since(since) if call.model is not None]
+    for window in wanted:
+        entries = [(call.recorded_at.timestamp(), _amount(window, call)) for call in calls]
+        await store.seed(f"{tenant_id}:{window.name}", entries)
+    known.update(f"{tenant_id}:{w.name}" for w in wanted)
+
+
+def _amount(window: LLMWindow, call: RecordedCall) -> int:
+    if window.counts == "calls":
+        return 1
+    if window.counts == "tokens":
+        return call.input_tokens + call.output_tokens
+    return cost_units(call.cost_usd) if call.cost_usd is not None else 0
 
 
 def retry_after_header(seconds: float | None) -> str | None:

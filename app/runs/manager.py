@@ -3,6 +3,7 @@ happen, publishes them once stored, and owns cancellation and recovery."""
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
@@ -25,7 +26,13 @@ from app.chain.models import utc_now
 from app.governance.budgets import BudgetGuard
 from app.governance.limits import InProcessLimitStore, LimitStore
 from app.governance.models import ModelPolicyGuard
-from app.governance.quotas import QuotaGuard, QuotaRefusal, RateLimited, admit_submission
+from app.governance.quotas import (
+    QuotaGuard,
+    QuotaRefusal,
+    RateLimited,
+    admit_submission,
+    remember,
+)
 from app.runs.audit import ToolAuditor
 from app.runs.channel import RunChannel, StreamEvent
 from app.runs.errors import InvalidSubmission, ModelNotApproved, ToolsNotPermitted
@@ -111,6 +118,8 @@ class RunManager:
         # the store is.
         self.limits: LimitStore = limits or InProcessLimitStore()
         self.metrics = metrics or RunMetrics()
+        # Tenant windows already filled from the calls recorded before this process held them.
+        self._remembered: set[str] = set()
         self._runtime: AgentRuntime | None = None
         self._tool_sensitive_fields: frozenset[str] = frozenset()
         self._audit_levels: dict[str, str] = {}
@@ -254,6 +263,8 @@ class RunManager:
             roles=policy.roles,
             metadata=submission.metadata,
         )
+        if quotas.limits_runs:
+            await self._remember(principal.tenant_id, policy)
         models = policy.models
         restricts_models = models.approved is not None or bool(models.max_output_tokens)
         run = runtime.agent.start(
@@ -263,6 +274,20 @@ class RunManager:
             models=models if restricts_models else None,
         )
         return self._follow(principal, policy, run, task_id, chain)
+
+    async def _remember(self, tenant_id: str, policy: RunPolicy) -> None:
+        """Before this process first enforces a tenant's window: what the tenant's calls
+        recorded within it used (so a restart does not forget the day's spend)."""
+        try:
+            await remember(
+                self.limits,
+                tenant_id,
+                policy.quotas,
+                functools.partial(self._log.recent_calls, tenant_id),
+                self._remembered,
+            )
+        except Exception:  # the windows then start from this process's calls; tried again
+            logger.warning("reading tenant %s's recent calls failed", tenant_id, exc_info=True)
 
     def _guards(self, chain: ReasoningChain, tenant_id: str, policy: RunPolicy) -> list[ToolGuard]:
         """The run's own guards: its budget, its tenant's model policy and quotas (only

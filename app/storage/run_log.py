@@ -180,6 +180,15 @@ class RunLog:
             for row in usage:
                 await _add_usage(connection, row)
 
+    async def recent_calls(self, tenant_id: str, since: datetime) -> list[Any]:
+        """The tenant's model calls recorded since `since`: time, model, tokens, cost."""
+        c = cost_records.c
+        statement = select(
+            c.recorded_at, c.model, c.input_tokens, c.output_tokens, c.cost_usd
+        ).where(c.tenant_id == tenant_id, c.recorded_at >= since, c.model.is_not(None))
+        async with self._database.read() as connection:
+            return list((await connection.execute(statement)).all())
+
     async def register_runner(self, runner: RunnerLease) -> None:
         async with self._database.transaction() as connection:
             await connection.execute(

@@ -185,3 +185,45 @@ async def test_redis_shares_the_limits_between_two_instances(
 
     assert_problem(refused_by_two, 429, "rate-limited")
     assert_problem(refused_by_one, 429, "rate-limited")
+
+
+async def test_a_restarted_instance_remembers_the_days_spend(
+    database_url: str, fake_llm: FakeLLMServer, service_dir: Path
+) -> None:
+    tenant = f"d-{uuid4().hex[:12]}"
+    estimate_room = Decimal(OUTPUT_PRICE) * 4096  # a call may write the whole output cap
+    first_cost = cost_of(1_000, 500)
+    # Room for one call's estimate, not for a second one after the first call's cost.
+    limit = estimate_room + first_cost / 2 + Decimal("0.0005")
+    calculation = Reply.tool_calls(
+        [ToolCall("calculator", {"expression": "6 * 7"})],
+        prompt_tokens=1_000,
+        completion_tokens=500,
+    )
+    before_dir, after_dir = service_dir / "before", service_dir / "after"
+    before_dir.mkdir()
+    after_dir.mkdir()
+    async with running_service(
+        service_settings(before_dir, database_url, fake_llm), fake_llm
+    ) as before:
+        await before.create_tenant(tenant)
+        await configure(before, tenant, "quotas", {"cost_per_day_usd": str(limit), "max_wait_s": 0})
+        fake_llm.script(MODEL, calculation)
+        async with before.client(tenant) as client:
+            first = await submit(client)
+            first_events = await stream(client, first["task_id"])
+    requests_before = len(fake_llm.requests_for(MODEL))
+    # A new process: its limit store starts empty, the database remembers the spend.
+    async with (
+        running_service(service_settings(after_dir, database_url, fake_llm), fake_llm) as after,
+        after.client(tenant) as client,
+    ):
+        second = await submit(client)
+        second_events = await stream(client, second["task_id"])
+
+    assert requests_before == 1
+    assert first_events[-2].json["details"]["limit"] == "cost_per_day_usd"
+    [failed] = [e.json for e in second_events if e.event == "chain_failed"]
+    assert failed["error_code"] == "rate_limited"
+    assert failed["details"]["limit"] == "cost_per_day_usd"
+    assert len(fake_llm.requests_for(MODEL)) == 1  # the restarted one made no call

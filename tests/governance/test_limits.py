@@ -182,3 +182,30 @@ def test_cost_units_are_exact_and_round_up() -> None:
     assert cost_units(Decimal("0.0000000011")) == 2
     assert cost_units(Decimal("12.5")) == 12_500_000_000
     assert usd_of_units(cost_units(Decimal("0.123456789"))) == Decimal("0.123456789")
+
+
+async def test_past_calls_seed_a_window_the_process_never_held(clock: Clock) -> None:
+    store = InProcessLimitStore(clock=clock)
+    past = [(clock.now - 50, 4), (clock.now - 10, 3)]
+    assert await store.seed("t:calls", past)
+    assert await store.usage("t:calls", 60.0) == 7
+    refused = await store.acquire([calls(8, amount=2)])
+    assert isinstance(refused, Refusal)
+    assert refused.retry_after_s == pytest.approx(10.0)  # when the older one leaves
+    assert not await store.seed("t:calls", past)  # once only
+    clock.now += 11
+    assert await store.usage("t:calls", 60.0) == 3
+    assert isinstance(await store.acquire([calls(8, amount=2)]), Grant)
+    held = await store.acquire([LimitRequest("t:held", 1, 5, 60.0, "held")])
+    assert isinstance(held, Grant)
+    assert not await store.seed("t:held", past)  # a window in use is not filled again
+
+
+async def test_redis_keeps_its_windows_and_takes_no_seed(prefix: str) -> None:
+    store = RedisLimitStore(REDIS_URL, prefix=prefix)
+    try:
+        assert store.durable
+        assert not await store.seed("t:calls", [(1.0, 5)])
+        assert await store.usage("t:calls", 60.0) == 0
+    finally:
+        await store.aclose()
