@@ -41,7 +41,8 @@ class RunMetrics:
         registry = self.registry
         self.spend = Counter(
             "omniforge_spend_usd",
-            "Spend of priced calls in USD (exact figures are in the cost reports)",
+            "Spend of priced calls in USD: each call's exact Decimal cost converted once to float"
+            " when counted (bill from the cost reports, which are exact)",
             ["tenant", "model"],
             registry=registry,
         )

@@ -2,12 +2,16 @@
 labels and values the runs imply (tokens and spend from the scripted usage and the model's
 prices), refusals and budget stops by limit, durations, active runs and open streams."""
 
+import time
 from decimal import Decimal
 from typing import Any
+from uuid import uuid4
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.chain import ChainFailedEvent, ChainMetrics, DoneEvent, ErrorCode, TaskState
+from app.runs.metrics import RunLabels, RunMetrics
 from tests.api.helpers import (
     TWO_TOOL_TASK_COST,
     configure,
@@ -19,17 +23,23 @@ from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
 from tests.sse import read_sse
 
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
-async def _samples(service: Service) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+
+def _parse(text: str) -> Samples:
+    return {
+        (sample.name, frozenset(sample.labels.items())): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+async def _samples(service: Service) -> Samples:
     async with httpx.AsyncClient(base_url=service.base_url) as client:
         response = await client.get("/metrics")  # no token needed
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/plain")
-    return {
-        (sample.name, frozenset(sample.labels.items())): sample.value
-        for family in text_string_to_metric_families(response.text)
-        for sample in family.samples
-    }
+    return _parse(response.text)
 
 
 def _value(samples: dict[Any, float], name: str, **labels: str) -> float:
@@ -102,6 +112,11 @@ async def test_active_runs_and_open_streams_while_a_run_is_followed(
 
     assert _value(during, "omniforge_active_runs") == 1
     assert _value(during, "omniforge_open_streams") == 1
+    cancelled = "omniforge_run_duration_seconds_count"
+    assert (
+        _value(after, cancelled, final_state="cancelled")
+        == _value(during, cancelled, final_state="cancelled") + 1
+    )
     assert _value(after, "omniforge_active_runs") == 0
     assert _value(after, "omniforge_open_streams") == 0
     assert (
@@ -114,6 +129,7 @@ async def test_refusals_and_budget_stops_are_counted_by_limit(
     service: Service, tenant: str
 ) -> None:
     fake = service.fake_llm
+    before = await _samples(service)
     await configure(
         service,
         tenant,
@@ -161,3 +177,68 @@ async def test_refusals_and_budget_stops_are_counted_by_limit(
         )
         == 1
     )
+
+    failed = "omniforge_run_duration_seconds_count"
+    assert (
+        _value(samples, failed, final_state="failed")
+        == _value(before, failed, final_state="failed") + 2
+    )
+
+
+def test_a_stop_without_a_named_limit_is_counted_as_unknown() -> None:
+    metrics = RunMetrics()
+    run = RunLabels("tenant-a", "model-a")
+    chain_id = uuid4()
+    events = [
+        ChainFailedEvent(
+            task_id="t",
+            chain_id=chain_id,
+            error_code=code,
+            error_message="stopped",
+            details=details,
+            metrics=ChainMetrics(),
+        )
+        for code, details in [
+            (ErrorCode.RATE_LIMITED, {}),
+            (ErrorCode.BUDGET_EXCEEDED, {}),
+            (ErrorCode.BUDGET_EXCEEDED, {"limit": "max_cost_usd"}),
+        ]
+    ]
+    metrics.observe(run, events)
+    samples = _parse(metrics.render().decode())
+
+    assert (
+        _value(
+            samples,
+            "omniforge_rate_limit_refusals_total",
+            tenant="tenant-a",
+            limit="unknown",
+            where="run",
+        )
+        == 1
+    )
+    for limit in ("unknown", "max_cost_usd"):
+        assert (
+            _value(
+                samples,
+                "omniforge_budget_stops_total",
+                tenant="tenant-a",
+                model="model-a",
+                limit=limit,
+            )
+            == 1
+        )
+
+
+def test_a_run_duration_is_measured_from_its_start() -> None:
+    metrics = RunMetrics()
+    elapsed = 7.0  # between the 5 s and 10 s buckets
+    run = RunLabels("tenant-a", "model-a", started=time.monotonic() - elapsed)
+    done = DoneEvent(task_id="t", chain_id=uuid4(), final_state=TaskState.COMPLETED)
+    metrics.observe(run, [done])
+    samples = _parse(metrics.render().decode())
+
+    bucket = "omniforge_run_duration_seconds_bucket"
+    assert _value(samples, bucket, final_state="completed", le="5.0") == 0
+    assert _value(samples, bucket, final_state="completed", le="10.0") == 1
+    assert _value(samples, "omniforge_run_duration_seconds_sum", final_state="completed") >= elapsed
