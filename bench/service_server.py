@@ -35,7 +35,8 @@ class _Server(uvicorn.Server):
 def main() -> None:
     raise_open_files_limit()
     logging.getLogger("LiteLLM").setLevel(logging.ERROR)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that name TCP.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(BACKLOG)

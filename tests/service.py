@@ -45,7 +45,9 @@ class _Server(uvicorn.Server):
 @asynccontextmanager
 async def serve(app: FastAPI) -> AsyncIterator[str]:
     """Serves `app` on a free port of 127.0.0.1 until the block ends; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that name TCP; without it
+    # Nagle and delayed ACKs hold every small response back by some 40 ms.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(2048)
