@@ -3,6 +3,10 @@
 Steps are stored once, with everything. SSE, chain reads, step pages and exports all pass each
 step through one `ReaderView`: the reader's level decides whether the step is sent whole, as a
 summary or not at all, and a whole step has its sensitive fields redacted.
+
+Every step type has its level by one rule (`ReaderView.level`): tool_call and tool_result steps
+by their tool; thinking steps by the LLM tool's rules, since a thought is the model's own reply;
+synthesis steps by their stored level, since the answer is the task's `result` anyway.
 """
 
 import json
@@ -22,6 +26,34 @@ MAX_ENTRIES = 200
 MIN_REMEMBERED_CHARS = 4
 
 _RANK = {VisibilityLevel.HIDDEN: 0, VisibilityLevel.SUMMARY: 1, VisibilityLevel.FULL: 2}
+# The LLM tool (`app.tools.builtin.llm`, which this package may not import): a thinking step is
+# its reply, so it is seen as the rules show that tool.
+_LLM_TOOL = (ToolType.LLM, "llm")
+# Every character outside ASCII whose casefolding holds ASCII letters, or that a
+# case-insensitive regular expression matches to one, with those letters: the only ways text
+# may hold a sensitive ASCII name without spelling it in ASCII letters of either case.
+_ASCII_ALIKE = {
+    "\u00df": "ss",  # ß
+    "\u0130": "i",  # İ
+    "\u0131": "i",  # ı (dotless i; matches "i" case-insensitively)
+    "\u0149": "n",  # ŉ
+    "\u017f": "s",  # ſ (long s)
+    "\u01f0": "j",  # ǰ
+    "\u1e96": "h",  # ẖ
+    "\u1e97": "t",  # ẗ
+    "\u1e98": "w",  # ẘ
+    "\u1e99": "y",  # ẙ
+    "\u1e9a": "a",  # ẚ
+    "\u1e9e": "ss",  # ẞ
+    "\u212a": "k",  # Kelvin sign
+    "\ufb00": "ff",  # ligatures
+    "\ufb01": "fi",
+    "\ufb02": "fl",
+    "\ufb03": "ffi",
+    "\ufb04": "ffl",
+    "\ufb05": "st",
+    "\ufb06": "st",
+}
 _PAYLOADS = frozenset({"thinking", "tool_call", "tool_result", "synthesis"})
 # How JSON may write a character: a string nested in a string is escaped once more per level.
 _ENCODED = {
@@ -170,6 +202,7 @@ class ReaderView:
         for folded in names:
             needle = _needle(folded)
             self._needles |= {f'"{needle}', f"'{needle}"} if needle == folded else {needle}
+        self._name_needles = frozenset(self._needles)
         self._values: set[str] = set()
         self._mask: re.Pattern[str] | None = None  # built from `_values` when first needed
 
@@ -180,12 +213,46 @@ class ReaderView:
         policy = self._policy
         return not (self._needles or self._role_rules or policy.tools or policy.tool_types)
 
+    @property
+    def learning_needles(self) -> frozenset[str] | None:
+        """What a stored step's JSON text must hold for `learn` to remember anything from it:
+        a step that holds none of these strings once its ASCII letters are lowered (and only
+        those) teaches this view nothing, so a reader of later steps may skip it. Empty when
+        no step can teach this view anything (full access, or no sensitive names); None when
+        no such test exists (a sensitive name beyond ASCII) and every step may teach.
+
+        Only a value under a sensitive key (or `"name": value` in free text) is learned. At
+        any depth of nesting (JSON in a string escapes quotes, never letters), the step's text
+        then holds the name as `_needle` keeps it (`"name`, `'name`) in ASCII letters of
+        either case, unless a `\\u` escape or a character of `_ASCII_ALIKE` spells a part of
+        it.
+        """
+        if self.full_access or not self._name_needles:
+            return frozenset()
+        if not all(needle.isascii() for needle in self._name_needles):
+            return None
+        letters = set("".join(self._name_needles))
+        alike = {char for char, spelt in _ASCII_ALIKE.items() if letters & set(spelt)}
+        return frozenset({*self._name_needles, "\\u", *alike})
+
     def level(self, facts: StepFacts) -> VisibilityLevel:
         """The level this reader sees a step at: the most permissive of its roles' overrides,
-        else the tenant's rule (tool name before tool type), else the step's stored level."""
+        else the tenant's rule (tool name before tool type), else the step's stored level.
+
+        Rules name tools, and every step type has one rule:
+        - tool_call and tool_result steps: their tool's (as stored with the step).
+        - thinking steps: the LLM tool's (type `llm`, name `llm`), decided here from the step
+          type alone, so chains stored before this rule are covered too. A thought is the
+          text of the model's reply, which the LLM's own steps carry: a rule hiding or
+          summarising those would be void if the thought were shown whole.
+        - synthesis steps: none; their stored level. The answer is the task's `result`, which
+          every reader of the task gets, so a rule could not withhold it.
+        """
         if self.full_access:
             return VisibilityLevel.FULL
-        if facts.tool_type is None and facts.tool_name is None:
+        if facts.type is StepType.THINKING:
+            facts = StepFacts(facts.type, *_LLM_TOOL, facts.level)
+        elif facts.tool_type is None and facts.tool_name is None:
             return facts.level
         granted = [lvl for rule in self._role_rules if (lvl := rule.level_for(facts)) is not None]
         if granted:

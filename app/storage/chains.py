@@ -1,16 +1,23 @@
 """Chains and their steps, read and listed within one tenant."""
 
+from collections.abc import Collection
 from datetime import datetime
+from string import ascii_lowercase, ascii_uppercase
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Select, Text, cast, select
+from sqlalchemy import ColumnElement, Select, Text, any_, bindparam, cast, func, or_, select
+from sqlalchemy.dialects.postgresql import ARRAY
 
 from app.chain import ChainStatus
 from app.storage.pagination import Cursor, Page
 from app.storage.records import ChainRecord
 from app.storage.repository import TenantScoped
 from app.storage.tables import reasoning_chains, reasoning_steps
+
+# A stored step as a filtered view renders it: (step number, stored JSON text, type, tool
+# type, tool name, stored visibility level).
+StepRow = tuple[int, str, str, str | None, str | None, str]
 
 
 class ChainRepository(TenantScoped):
@@ -72,20 +79,52 @@ class ChainRepository(TenantScoped):
         return list((await self.connection.execute(statement)).scalars())
 
     async def step_rows(
-        self, chain_id: UUID, *, upto: int | None = None
-    ) -> list[tuple[int, str, str, str | None, str | None, str]]:
-        """The chain's steps in order up to step `upto` (all by default), each as (step
-        number, stored JSON text, type, tool type, tool name, stored visibility level): what
-        a filtered view renders from."""
+        self,
+        chain_id: UUID,
+        *,
+        after: int = 0,
+        through: int | None = None,
+        limit: int | None = None,
+        holding: Collection[str] | None = None,
+    ) -> list[StepRow]:
+        """The chain's steps in order after step `after`, up to step `through` and at most
+        `limit` of them, each as (step number, stored JSON text, type, tool type, tool name,
+        stored visibility level): what a filtered view renders from.
+
+        With `holding`, only the steps whose stored JSON text, its ASCII letters lowered,
+        holds one of these strings (none when it is empty): the database does the search, so
+        the steps that cannot matter are never sent."""
+        if (holding is not None and not holding) or (through is not None and through <= after):
+            return []
         s = reasoning_steps.c
+        text = cast(s.data, Text)
         statement = (
-            select(
-                s.step_number, cast(s.data, Text), s.type, s.tool_type, s.tool_name, s.visibility
-            )
-            .where(s.tenant_id == self.tenant_id, s.chain_id == chain_id)
+            select(s.step_number, text, s.type, s.tool_type, s.tool_name, s.visibility)
+            .where(s.tenant_id == self.tenant_id, s.chain_id == chain_id, s.step_number > after)
             .order_by(s.step_number)
         )
-        if upto is not None:
-            statement = statement.where(s.step_number <= upto)
+        if through is not None:
+            statement = statement.where(s.step_number <= through)
+        if holding is not None:
+            statement = statement.where(self._holds_any(text, holding))
+        if limit is not None:
+            statement = statement.limit(limit)
         rows = (await self.connection.execute(statement)).all()
         return [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+    def _holds_any(self, text: ColumnElement[str], needles: Collection[str]) -> ColumnElement[bool]:
+        """Whether `text`, its ASCII letters lowered, holds one of the (lowercase) `needles`."""
+        patterns = sorted(f"%{_like_escaped(needle)}%" for needle in needles)
+        if self.connection.dialect.name == "postgresql":
+            # Lowered by `translate`, not `lower` or ILIKE: those follow the database's locale
+            # (in a Turkish one, "I" lowers to "ı"). Lowered once per row, whatever the number
+            # of patterns.
+            lowered = func.translate(text, ascii_uppercase, ascii_lowercase)
+            return lowered.like(any_(bindparam("needles", patterns, type_=ARRAY(Text))))
+        # SQLite's LIKE ignores the case of ASCII letters, and of those only.
+        return or_(*(text.like(pattern, escape="\\") for pattern in patterns))
+
+
+def _like_escaped(needle: str) -> str:
+    """`needle` as a LIKE pattern matching itself, `\\` escaping (Postgres's default)."""
+    return needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -44,3 +44,24 @@ async def test_an_idle_stream_sends_keepalive_comments(
     first_result = kinds.index("reasoning_step", kinds.index("reasoning_step") + 1)
     assert "keep-alive" in kinds[:first_result]
     assert kinds[-1] == "done"
+
+
+async def test_a_page_after_the_largest_step_number_is_empty_for_every_reader(
+    service: Service, tenant: str
+) -> None:
+    service.fake_llm.script(MODEL, Reply.text("done"))
+    async with service.client(tenant) as client:
+        accepted = await submit(client)
+        await stream(client, accepted["task_id"])
+    largest = 2**31 - 1  # the largest step number a 32-bit column holds
+    pages, beyond = {}, {}
+    for role in ("member", "viewer", "auditor"):
+        async with service.client(tenant, sub=f"{role}-1", roles=(role,)) as client:
+            url = f"/api/v1/chains/{accepted['chain_id']}/steps"
+            pages[role] = await client.get(url, params={"after": largest, "limit": 1000})
+            beyond[role] = await client.get(url, params={"after": largest + 1})
+
+    for role, page in pages.items():
+        assert page.status_code == 200, (role, page.text)
+        assert page.json() == {"items": [], "next_after": None}
+        assert beyond[role].status_code == 422

@@ -15,6 +15,7 @@ from uuid import uuid4
 
 import httpx
 
+from app.api.costs.schemas import to_csv
 from tests.api.helpers import assert_problem, stream, submit
 from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
@@ -290,3 +291,54 @@ async def test_the_daily_roll_up_adds_up_under_concurrent_runs(
     assert day["input_tokens"] == 30 * 123
     assert day["output_tokens"] == 30 * 45
     assert usage["totals"] == costs["totals"]
+
+
+async def test_csv_reports_keep_text_from_users_from_running_as_formulas(
+    service: Service, tenant: str
+) -> None:
+    # Each would run in a spreadsheet: a formula, an `@` function, and leading signs (a token's
+    # `sub` may not hold a tab or a carriage return; the test below covers those).
+    subjects = ['=HYPERLINK("http://x")', "@SUM(1)", "-2+3", "+cmd", "carol"]
+    service.fake_llm.script(service.settings.default_model, *[Reply.text("hi") for _ in subjects])
+    task_ids = {}
+    for subject in subjects:
+        async with service.client(tenant, sub=subject) as client:
+            task = await submit(client)
+            await stream(client, task["task_id"])
+            task_ids[subject] = task["task_id"]
+    async with service.client(tenant, roles=("auditor",)) as auditor:
+        report = await auditor.get(
+            f"/api/v1/tenants/{tenant}/costs",
+            params={"group_by": "user"},
+            headers={"Accept": "text/csv"},
+        )
+        as_json = await auditor.get(f"/api/v1/tenants/{tenant}/costs", params={"group_by": "user"})
+        task_csv = await auditor.get(
+            f"/api/v1/tasks/{task_ids[subjects[0]]}/costs", headers={"Accept": "text/csv"}
+        )
+
+    assert report.status_code == 200, report.text
+    rows = list(csv.DictReader(io.StringIO(report.text)))
+    keys = {row["user"]: row for row in rows[:-1]}
+    assert set(keys) == {"'" + s for s in subjects[:-1]} | {"carol"}
+    # The JSON report keeps the ids as they are; only the CSV cells are neutralised.
+    assert {group["key"] for group in as_json.json()["groups"]} == set(subjects)
+    for row in rows:
+        assert int(row["calls"]) >= 1
+        assert Decimal(row["cost_usd"]) >= 0
+    [record] = list(csv.DictReader(io.StringIO(task_csv.text)))[:-1]
+    assert record["user_id"] == """'=HYPERLINK("http://x")"""
+    assert int(record["input_tokens"]) == 11
+
+
+def test_csv_figures_stay_numbers_and_only_text_is_neutralised() -> None:
+    text = to_csv(
+        ["key", "calls", "cost_usd", "note"],
+        [["-x", -3, Decimal("-1.50"), "=1+1"], ["\rcr", 0, Decimal("0"), "plain - text"]],
+    )
+
+    assert list(csv.reader(io.StringIO(text))) == [
+        ["key", "calls", "cost_usd", "note"],
+        ["'-x", "-3", "-1.5", "'=1+1"],
+        ["'\rcr", "0", "0", "plain - text"],
+    ]

@@ -4,7 +4,9 @@ sensitive argument that reaches no restricted reader, over SSE and REST alike.""
 import json
 from typing import Any
 
-from tests.api.helpers import submit
+import pytest
+
+from tests.api.helpers import configure, stream, submit
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
 from tests.sse import SSE, collect
@@ -206,3 +208,98 @@ async def test_a_restricted_reader_resumes_its_filtered_stream_without_gap_or_du
 
     assert [e for e in whole if e.id is not None and e.id <= cut] + rest == whole
     assert all(SECRET not in event.data for event in whole)
+
+
+THOUGHT = "Thinking aloud: the margin figures look off, so recheck them with the calculator"
+
+
+@pytest.mark.parametrize(
+    ("policy", "form"),
+    [
+        ({"tool_types": {"llm": "hidden"}}, "hidden"),
+        ({"tools": {"llm": "summary"}}, "summary"),
+        (
+            {"tools": {"llm": "summary"}, "roles": {"member": {"tool_types": {"llm": "hidden"}}}},
+            "hidden",
+        ),
+    ],
+)
+async def test_a_thinking_step_reaches_a_reader_as_its_llm_steps_do(
+    service: Service, tenant: str, policy: dict[str, Any], form: str
+) -> None:
+    await configure(service, tenant, "visibility", policy)
+    service.fake_llm.script(
+        MODEL,
+        # Text alongside native tool calls is the model thinking aloud: a thinking step.
+        Reply.tool_calls(
+            [ToolCall("calculator", {"expression": "6 * 7"}, id="c1")], content=THOUGHT
+        ),
+        Reply.text("6 * 7 = 42."),
+    )
+    async with service.client(tenant, sub="alice", roles=("member",)) as member:
+        accepted = await submit(member, input="What is 6 * 7?")
+        await stream(member, accepted["task_id"])
+    task_id, chain_id = accepted["task_id"], accepted["chain_id"]
+    reads = {
+        role: await _read_everything(service, tenant, role, task_id, chain_id)
+        for role in ("auditor", "member")
+    }
+
+    full_chain = reads["auditor"][2]["steps"]
+    [thought] = [step for step in full_chain if step["type"] == "thinking"]
+    assert thought["thinking"]["thought"] == THOUGHT
+    assert THOUGHT.encode() in reads["auditor"][1]
+    tools = _tool_of_each_step(full_chain)
+    llm_steps = [number for number, tool in tools.items() if tool == "llm"]
+    events, every_byte, chain, paged = reads["member"]
+    streamed = [event.json["step"] for event in events if event.event == "reasoning_step"]
+    assert streamed == chain["steps"] == paged
+    served = dict(_served_view(chain["steps"]))
+    # The thought is seen as the model's own steps are: hidden or summarised with them.
+    assert [served.get(number, "hidden") for number in [*llm_steps, thought["step_number"]]] == [
+        form
+    ] * (len(llm_steps) + 1)
+    assert served[max(served)] == "full"  # the answer, which the task's result shows anyway
+    if form == "summary":
+        [summary] = [step for step in chain["steps"] if step["type"] == "thinking"]
+        assert summary["visibility"] == {"level": "summary", "summary": "thinking step"}
+    assert b"margin figures" not in every_byte
+
+
+async def test_a_secret_of_an_early_step_is_masked_on_a_late_page(
+    service: Service, tenant: str
+) -> None:
+    await configure(service, tenant, "tools", {"enabled_tools": TOOLS})
+    service.fake_llm.script(
+        MODEL,
+        Reply.tool_calls([ToolCall("vault_store", {"name": "db", "password": SECRET}, id="v")]),
+        *[
+            Reply.tool_calls([ToolCall("calculator", {"expression": f"{n} * 7"}, id=f"c{n}")])
+            for n in range(1, 4)
+        ],
+        Reply.text(f"Stored the db credential {SECRET}."),
+    )
+    async with service.client(tenant, sub="alice", roles=("member",)) as member:
+        accepted = await submit(member, input="Store the db credential, then do some sums.")
+        await stream(member, accepted["task_id"])
+    chain_id = accepted["chain_id"]
+    pages = {}
+    for role in ("member", "viewer", "auditor"):
+        async with service.client(tenant, sub=f"{role}-1", roles=(role,)) as client:
+            whole = (await client.get(f"/api/v1/chains/{chain_id}")).json()["steps"]
+            last = whole[-1]["step_number"]
+            page = await client.get(
+                f"/api/v1/chains/{chain_id}/steps", params={"after": last - 1, "limit": 5}
+            )
+        assert page.status_code == 200
+        pages[role] = page.json()
+
+    # `whole` is the auditor's: the secret's step lies far before the page that repeats it.
+    tools = _tool_of_each_step(whole)
+    assert min(n for n, tool in tools.items() if tool == "vault_store") < last - 10
+    for role, page in pages.items():
+        [answer] = page["items"]
+        assert answer["type"] == "synthesis"
+        assert page["next_after"] is None
+        masked = "[REDACTED]" if role != "auditor" else SECRET
+        assert answer["synthesis"]["conclusion"] == f"Stored the db credential {masked}.", role

@@ -1,6 +1,9 @@
 """The per-reader view of stored steps: visibility levels, summaries, redaction and masking."""
 
 import json
+import re
+import string
+import sys
 from collections.abc import Iterable
 from typing import Any
 from uuid import uuid4
@@ -19,6 +22,7 @@ from app.chain import (
     VisibilityConfig,
     VisibilityLevel,
 )
+from app.runs.recorder import step_facts
 from app.security.visibility import (
     REDACTED,
     ReaderView,
@@ -27,6 +31,7 @@ from app.security.visibility import (
     VisibilityPolicy,
     VisibilityRule,
 )
+from app.tools.builtin.llm import LLM_TOOL_NAME
 
 FULL, SUMMARY, HIDDEN = VisibilityLevel.FULL, VisibilityLevel.SUMMARY, VisibilityLevel.HIDDEN
 SECRET = "hunter2-xyz"
@@ -179,15 +184,100 @@ def test_a_role_override_silent_on_the_tool_leaves_the_tenant_rules() -> None:
     assert view(policy, roles={"viewer"}).level(facts()) is SUMMARY
 
 
-def test_steps_without_a_tool_keep_their_stored_level() -> None:
+@pytest.mark.parametrize(
+    ("policy", "roles", "expected"),
+    [
+        (VisibilityPolicy(tool_types={ToolType.LLM: HIDDEN}), {"member"}, HIDDEN),
+        (VisibilityPolicy(tools={LLM_TOOL_NAME: SUMMARY}), {"member"}, SUMMARY),
+        (
+            VisibilityPolicy(tool_types={ToolType.LLM: HIDDEN}, tools={LLM_TOOL_NAME: SUMMARY}),
+            {"member"},
+            SUMMARY,
+        ),
+        (
+            VisibilityPolicy(roles={"viewer": VisibilityRule(tool_types={ToolType.LLM: HIDDEN})}),
+            {"viewer"},
+            HIDDEN,
+        ),
+        (
+            VisibilityPolicy(
+                tool_types={ToolType.LLM: HIDDEN},
+                roles={"analyst": VisibilityRule(tools={LLM_TOOL_NAME: FULL})},
+            ),
+            {"analyst"},
+            FULL,
+        ),
+    ],
+)
+def test_a_thinking_step_is_seen_at_the_level_of_the_llm_tools_steps(
+    policy: VisibilityPolicy, roles: set[str], expected: VisibilityLevel
+) -> None:
+    reader = view(policy, roles=roles)
+    llm_call = facts(ToolType.LLM, LLM_TOOL_NAME)
+
+    assert reader.level(llm_call) is expected
+    assert reader.level(thinking("hmm")[1]) is expected
+
+
+def test_a_thinking_step_stored_without_tool_columns_follows_the_llm_rules() -> None:
+    # Chains stored before this rule have NULL tool columns on thinking steps: the step type
+    # alone decides.
+    stored_json, _ = thinking("I should look up the customer first")
+    old_facts = step_facts("thinking", None, None, "full")
+
+    assert (
+        view(VisibilityPolicy(tool_types={ToolType.LLM: HIDDEN})).render(stored_json, old_facts)
+        is None
+    )
+
+
+def test_a_thinking_step_keeps_its_stored_level_when_no_rule_names_the_llm() -> None:
+    policy = VisibilityPolicy(tool_types={ToolType.DATABASE: HIDDEN}, tools={"crm_lookup": HIDDEN})
+
+    assert view(policy).level(thinking("hmm")[1]) is FULL
+    assert view(policy).level(thinking("hmm", SUMMARY)[1]) is SUMMARY
+
+
+def test_a_synthesis_step_keeps_its_stored_level_whatever_the_rules() -> None:
     everything_hidden = dict.fromkeys(ToolType, HIDDEN)
     policy = VisibilityPolicy(
         tool_types=everything_hidden,
+        tools={LLM_TOOL_NAME: HIDDEN},
         roles={"member": VisibilityRule(tool_types=everything_hidden)},
     )
 
-    assert view(policy).level(thinking("hmm")[1]) is FULL
+    assert view(policy).level(synthesis("done")[1]) is FULL
     assert view(policy).level(synthesis("done", SUMMARY)[1]) is SUMMARY
+
+
+def test_a_thinking_step_under_llm_summary_shows_no_thought() -> None:
+    thought = "The user's churn risk is high because of the refund history"
+    stored = thinking(thought)
+
+    document = shown(view(VisibilityPolicy(tools={LLM_TOOL_NAME: SUMMARY})), stored)
+
+    assert document["visibility"] == {"level": "summary", "summary": "thinking step"}
+    assert "thinking" not in document
+    assert thought not in json.dumps(document)
+
+
+def test_a_hidden_thinking_step_still_teaches_the_view_its_secrets() -> None:
+    reader = view(VisibilityPolicy(tool_types={ToolType.LLM: HIDDEN}))
+
+    assert reader.render(*thinking(f'I will log in with {{"password": "{SECRET}"}}')) is None
+    assert shown(reader, synthesis(f"Logged in: {SECRET}"))["synthesis"]["conclusion"] == (
+        f"Logged in: {REDACTED}"
+    )
+
+
+def test_full_access_sees_a_thinking_step_whole_whatever_the_llm_rules() -> None:
+    stored = thinking("hmm")
+    policy = VisibilityPolicy(
+        tool_types={ToolType.LLM: HIDDEN},
+        roles={"auditor": VisibilityRule(tools={LLM_TOOL_NAME: HIDDEN})},
+    )
+
+    assert view(policy, roles={"auditor"}, full_access=True).render(*stored) is stored[0]
 
 
 def test_a_tool_result_step_follows_its_tools_rules() -> None:
@@ -548,6 +638,107 @@ def test_the_fast_path_does_not_parse() -> None:
     assert reader.render(not_json, facts()) is not_json
     with pytest.raises(json.JSONDecodeError):  # the careful path would parse
         reader.render('{"password": ', facts())
+
+
+# -- what earlier steps a reader must learn from
+
+
+def _holds(needles: frozenset[str], text: str) -> bool:
+    """The test `learning_needles` states: a needle in `text` with its ASCII letters lowered."""
+    lowered = text.translate(str.maketrans(string.ascii_uppercase, string.ascii_lowercase))
+    return any(needle in lowered for needle in needles)
+
+
+def test_a_view_with_no_sensitive_name_needs_no_earlier_step() -> None:
+    restrictive = VisibilityPolicy(tool_types={ToolType.LLM: HIDDEN})
+
+    assert view(sensitive_fields=()).learning_needles == frozenset()
+    assert view(restrictive, sensitive_fields=()).learning_needles == frozenset()
+    assert view(full_access=True).learning_needles == frozenset()
+
+
+def test_a_sensitive_name_beyond_ascii_makes_every_earlier_step_count() -> None:
+    assert view(sensitive_fields=["password", "Contraseña"]).learning_needles is None
+
+
+def test_learning_needles_are_the_quoted_names_escapes_and_look_alike_letters() -> None:
+    needles = view(sensitive_fields=["Password"]).learning_needles
+
+    assert needles is not None
+    assert {'"password', "'password", "\\u", "\u017f", "\u00df"} <= needles
+    assert "\u212a" not in needles  # the Kelvin sign stands for "k", which "password" lacks
+
+
+def test_every_character_standing_for_an_ascii_letter_is_a_learning_needle() -> None:
+    # Casefolding (`ß` → "ss") or a case-insensitive regular expression (`ı` ~ "i") turns
+    # these into ASCII letters, so a key may spell a sensitive name with them.
+    ignoring_case = re.compile("(?i)[a-z]")
+    standing_in = {
+        char
+        for char in map(chr, range(0x80, sys.maxunicode + 1))
+        if not 0xD800 <= ord(char) < 0xE000
+        and (
+            any(c.isascii() and c.isalpha() for c in char.casefold())
+            or ignoring_case.fullmatch(char)
+        )
+    }
+    needles = view(sensitive_fields=[string.ascii_lowercase]).learning_needles
+
+    assert needles is not None
+    assert standing_in <= needles
+    assert {"\u00df", "\u0131", "\u212a"} <= standing_in
+
+
+@pytest.mark.parametrize(
+    ("sensitive_fields", "stored"),
+    [
+        (["password"], call({"PassWord": SECRET})),
+        (["password"], call({"raw": json.dumps({"in": json.dumps({"password": SECRET})})})),
+        (["password"], call({"raw": '{"p\\u0061ssword": "' + SECRET + '"}'})),
+        (["password"], result(f"Action Input: {{'PASSWORD': '{SECRET}'}}")),
+        (["password"], call({"pa\u017fsword": SECRET})),
+        (["password"], call({"pa\u00dfword": SECRET})),
+        (["api_key"], call({"api_\u212aey": SECRET})),
+        (["password", "api_key"], thinking(f'"password" and "ap\u0131_key": "{SECRET}"')),
+        (["x-api-key"], result({"headers": {"X-API-KEY": SECRET}})),
+        (["pass/word"], call({"raw": '{"PASS\\/WORD": "' + SECRET + '"}'})),
+    ],
+)
+def test_a_step_the_view_learns_from_holds_one_of_its_learning_needles(
+    sensitive_fields: list[str], stored: Stored
+) -> None:
+    reader = view(sensitive_fields=sensitive_fields)
+    needles = reader.learning_needles
+    assert needles is not None
+
+    reader.learn(*stored)
+
+    assert shown(reader, synthesis(f"it is {SECRET}"))["synthesis"]["conclusion"] == (
+        f"it is {REDACTED}"
+    )
+    assert _holds(needles, stored[0])
+
+
+@pytest.mark.parametrize(
+    ("sensitive_fields", "stored"),
+    [
+        (["password"], thinking("I need the password, and the password_hint")),
+        (["token"], result({"content": "hi"}, tool_type=ToolType.LLM, tool="llm")),
+        (["api_key"], call({"apiXkey": SECRET, "api-key": SECRET})),
+    ],
+)
+def test_a_step_without_a_learning_needle_teaches_the_view_nothing(
+    sensitive_fields: list[str], stored: Stored
+) -> None:
+    reader = view(sensitive_fields=sensitive_fields)
+    needles = reader.learning_needles
+    assert needles is not None
+
+    reader.learn(*stored)
+
+    later = synthesis(f"it is {SECRET}")
+    assert reader.render(*later) is later[0]
+    assert not _holds(needles, stored[0])
 
 
 # -- the policy

@@ -12,7 +12,7 @@ from app.governance.audit import AuditAction
 from app.runs.errors import NotFound
 from app.runs.recorder import step_facts
 from app.security.visibility import ReaderView
-from app.storage.chains import ChainRepository
+from app.storage.chains import ChainRepository, StepRow
 from app.storage.records import ChainRecord
 from app.storage.tasks import TaskRepository
 
@@ -62,19 +62,19 @@ async def step_page(
             more = len(documents) > limit
             documents = documents[:limit]
         else:
-            # From the first step: secrets of earlier steps must be known to mask this page.
-            rows = await chains.step_rows(chain_id, upto=after + limit + 1)
-            more = len(rows) > after + limit
-            documents = _render(view, rows[: after + limit], after=after)
+            rows = await chains.step_rows(chain_id, after=after, limit=limit + 1)
+            more = len(rows) > limit
+            # The secrets of earlier steps must be known to mask this page, but only the steps
+            # that may hold one can teach the view anything: the database picks them out.
+            earlier = await chains.step_rows(chain_id, through=after, holding=view.learning_needles)
+            documents = _render(view, [*earlier, *rows[:limit]], after=after)
     await audited
     next_after = after + limit if more else None
     tail = f',"next_after":{"null" if next_after is None else next_after}'
     return f'{{"items":[{",".join(documents)}]{tail}}}'.encode()
 
 
-def _render(
-    view: ReaderView, rows: list[tuple[int, str, str, str | None, str | None, str]], *, after: int
-) -> list[str]:
+def _render(view: ReaderView, rows: list[StepRow], *, after: int) -> list[str]:
     documents: list[str] = []
     transparent = view.transparent
     for step_number, document, step_type, tool_type, tool_name, level in rows:

@@ -96,6 +96,8 @@ class TaskCosts(BaseModel):
 
 
 FIGURES = ["calls", "input_tokens", "output_tokens", "cost_usd", "unpriced_calls"]
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP, CSV injection).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _cell(value: object) -> str:
@@ -105,13 +107,20 @@ def _cell(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, Decimal):
         return format_usd(value)
+    if isinstance(value, int | float):
+        return str(value)  # a figure of ours, kept a number even when negative
     if isinstance(value, datetime | date):
         return value.isoformat()
-    return str(value)
+    text = str(value)
+    # Text comes from users, tenants and models (user ids, model and tool names): a leading
+    # quote makes a spreadsheet show it as text instead of running it.
+    return f"'{text}" if text.startswith(_FORMULA_STARTS) else text
 
 
 def to_csv(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A header row, then the rows; money as plain decimals, empty cells for nulls."""
+    """A header row, then the rows; money as plain decimals, empty cells for nulls, and text
+    that a spreadsheet would take for a formula (starting with `=`, `+`, `-`, `@`, a tab or a
+    carriage return) prefixed with `'`."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\r\n")
     writer.writerow(columns)
