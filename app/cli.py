@@ -1,5 +1,6 @@
 """`omniforge`: serve the API, mint tokens, migrate; run a task in-process and watch its
-chain live; list tools and models."""
+chain live; list tools and models. The configuration is checked before a command does anything:
+a problem is one line on stderr and exit status 2."""
 
 import argparse
 import asyncio
@@ -14,7 +15,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from app.agents import AgentRuntime, AgentTask
+from app.agents import AgentRuntime, AgentTask, RuntimeSettings
 from app.chain import (
     ChainCompletedEvent,
     ChainEvent,
@@ -33,24 +34,20 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _PREVIEW_CHARS = 160
 
 
+class ConfigurationError(Exception):
+    """Settings a command cannot work with; the message is one line naming the setting."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command in _SERVICE_COMMANDS:
-        try:
-            return _SERVICE_COMMANDS[args.command](args, Settings())
-        except (ValidationError, InsecureSettings) as exc:
-            print(f"omniforge: configuration error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
     try:
-        settings = Settings()
-        if getattr(args, "max_iterations", None):
-            settings = settings.model_copy(update={"max_iterations": args.max_iterations})
-        if getattr(args, "model", None):
-            settings = settings.model_copy(update={"default_model": args.model})
-        runtime = AgentRuntime.build(settings, mode=getattr(args, "mode", "auto"))
-    except (ModelConfigError, ValidationError) as exc:
+        settings, runtime = _configured(args)
+    except ConfigurationError as exc:
         print(f"omniforge: configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.command in _SERVICE_COMMANDS:
+        return _SERVICE_COMMANDS[args.command](args, settings)
+    assert runtime is not None
     if args.command == "tools":
         return _list_tools(runtime, as_json=args.json)
     if args.command == "models":
@@ -63,12 +60,67 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def _configured(args: argparse.Namespace) -> tuple[Settings, AgentRuntime | None]:
+    """The settings, checked as far as the command uses them, before it touches anything; and
+    the runtime of the commands that need one (`serve` builds it only to check the models)."""
+    command = args.command
+    try:
+        settings = Settings()
+        runtime = None
+        if command in ("serve", "run", "tools", "models"):
+            overrides = {
+                "default_model": getattr(args, "model", None),
+                "max_iterations": getattr(args, "max_iterations", None),
+            }
+            runtime_settings = RuntimeSettings.model_validate(settings).model_copy(
+                update={key: value for key, value in overrides.items() if value}
+            )
+            runtime = AgentRuntime.build(runtime_settings, mode=getattr(args, "mode", "auto"))
+        # In development these write the generated secret: only once the rest is known good.
+        if command == "serve":
+            settings.hs256_secret()
+        elif command == "token":
+            settings.resolved_jwt_secret()
+        if command in ("serve", "migrate", "token", "tenant"):
+            _check_database_url(settings.resolved_database_url())
+    except ValidationError as exc:
+        raise ConfigurationError(_problems(exc)) from None
+    except (InsecureSettings, ModelConfigError) as exc:
+        raise ConfigurationError(" ".join(str(exc).split())) from None
+    return settings, runtime
+
+
+def _problems(exc: ValidationError) -> str:
+    """Each invalid setting by its variable name; the values are not echoed (secrets)."""
+    problems = []
+    for error in exc.errors():
+        message = " ".join(error["msg"].removeprefix("Value error, ").split())
+        where = error["loc"]
+        problems.append(f"OMNIFORGE_{str(where[0]).upper()}: {message}" if where else message)
+    return "; ".join(problems)
+
+
+def _check_database_url(url: str) -> None:
+    """Builds (never connects) the engine the commands will use, so that a malformed URL or a
+    missing driver is a configuration error rather than a traceback half-way through."""
+    from sqlalchemy.exc import ArgumentError, InvalidRequestError
+
+    from app.storage import Database
+
+    try:
+        Database(url)  # never connected: nothing to dispose
+    except (ArgumentError, InvalidRequestError, ImportError) as exc:
+        raise ConfigurationError(
+            f"OMNIFORGE_DATABASE_URL cannot be used: {' '.join(str(exc).split())} "
+            "(use postgresql+asyncpg://… or sqlite+aiosqlite:///…)"
+        ) from None
+
+
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
     import uvicorn
 
     from app.api import create_app
 
-    settings.hs256_secret()  # refuse a weak or missing secret before anything else
     url = _migrate_database(settings)
     print(f"omniforge: database {url} is at the latest schema", file=sys.stderr)
     uvicorn.run(
@@ -102,6 +154,10 @@ def _migrate_database(settings: Settings) -> str:
 
 
 def _token(args: argparse.Namespace, settings: Settings) -> int:
+    refusal = asyncio.run(_token_refusal(settings, args.tenant))
+    if refusal is not None:
+        print(f"omniforge: {refusal}", file=sys.stderr)
+        return EXIT_FAILED
     roles = [role.strip() for role in args.roles.split(",") if role.strip()]
     print(
         mint_token(
@@ -113,6 +169,34 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
         )
     )
     return EXIT_OK
+
+
+async def _token_refusal(settings: Settings, tenant_id: str) -> str | None:
+    """Why no token should be minted for `tenant_id` (the API would refuse it), if so. The
+    database is migrated first; in development the `default` tenant is made, as the server
+    does at start-up."""
+    from app.governance.tenants import DEFAULT_TENANT, TenantDirectory, ensure_default_tenant
+    from app.storage import Database, upgrade_to_head
+
+    database = Database(settings.resolved_database_url())
+    try:
+        await upgrade_to_head(database)
+        if settings.env == "development" and tenant_id == DEFAULT_TENANT:
+            await ensure_default_tenant(database)
+        tenant = await TenantDirectory(database, ttl_s=0).get(tenant_id)
+    finally:
+        await database.dispose()
+    if tenant is None:
+        return (
+            f"no tenant {tenant_id!r}: create it first with "
+            f"`omniforge tenant create NAME --id {tenant_id}`"
+        )
+    if not tenant.is_active:
+        return (
+            f"tenant {tenant_id!r} is disabled: enable it with "
+            f"`omniforge tenant enable {tenant_id}`"
+        )
+    return None
 
 
 def _openapi(args: argparse.Namespace, settings: Settings) -> int:
@@ -178,7 +262,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     commands.add_parser("migrate", help="bring the database schema to the latest revision")
-    token = commands.add_parser("token", help="mint a bearer token (HS256) for local use")
+    token = commands.add_parser(
+        "token", help="mint a bearer token (HS256) for an existing, active tenant"
+    )
     token.add_argument("--tenant", required=True, help="the tenant id (`tenant_id` claim)")
     token.add_argument("--sub", required=True, help="the user id (`sub` claim)")
     token.add_argument("--roles", default="member", help="comma-separated roles")

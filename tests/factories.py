@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from app.agents import AgentRuntime
+from app.agents import AgentRuntime, RuntimeSettings
 from app.agents.react import ToolCallingMode
 from app.chain import ReasoningChain
 from app.config import Settings
@@ -93,7 +93,9 @@ def runtime_for(
 ) -> AgentRuntime:
     path = write_model_list(directory, deployments, fallbacks=fallbacks)
     return AgentRuntime.build(
-        Settings(models_file=path, default_model=default_model, **settings),
+        RuntimeSettings.model_validate(
+            Settings(models_file=path, default_model=default_model, **settings)
+        ),
         tools=tools,
         guards=guards,
         recorder=recorder,

@@ -6,6 +6,7 @@ import os
 import sys
 from decimal import Decimal
 from pathlib import Path
+from uuid import uuid4
 
 from app.chain import (
     ChainCompletedEvent,
@@ -14,8 +15,14 @@ from app.chain import (
     chain_event_adapter,
     format_usd,
 )
+from app.chain.models import utc_now
+from app.security import TokenVerifier
+from app.storage import Database
+from app.storage.tenants import TenantRepository
 from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
+
+STRONG_SECRET = "cli-test-secret-" + "k" * 40
 
 
 async def _omniforge(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -130,3 +137,136 @@ async def test_tools_lists_every_tool_with_its_schema() -> None:
     assert code == 0
     assert [s["function"]["name"] for s in specs] == ["calculator", "current_time", "llm"]
     assert specs[0]["function"]["parameters"]["required"] == ["expression"]
+
+
+async def test_run_on_the_demo_works_out_everyday_arithmetic_or_says_it_cannot() -> None:
+    root, percent, zero = await asyncio.gather(
+        _omniforge("run", "What is the square root of 2 times pi?"),
+        _omniforge("run", "what is 15% of 80", "--json"),
+        _omniforge("run", "What is 1 divided by 0?"),
+    )
+
+    assert root[0] == 0, root[2]
+    assert "final answer   sqrt(2) * pi = 4.44288293815837." in root[1]
+    events = [chain_event_adapter.validate_json(line) for line in percent[1].splitlines()]
+    completed = events[-2]
+    assert percent[0] == 0, percent[2]
+    assert isinstance(completed, ChainCompletedEvent)
+    assert completed.answer == "15 * 80 / 100 = 12."
+    assert zero[0] == 0, zero[2]
+    assert "FAILED tool_error: division by zero" in zero[1]
+    assert (
+        "final answer   I could not work out 1 / 0: the calculator tool reported division by zero."
+        in zero[1]
+    )
+
+
+SHORT_SECRET = "k" * 31
+CONFIGURATION_ERRORS: list[tuple[list[str], dict[str, str], str]] = [
+    (
+        ["serve"],
+        {"OMNIFORGE_ENV": "production"},
+        "OMNIFORGE_JWT_SECRET must be set to at least 32 bytes outside development",
+    ),
+    (
+        ["serve"],
+        {"OMNIFORGE_MAX_ITERATIONS": "lots"},
+        "OMNIFORGE_MAX_ITERATIONS: Input should be a valid integer",
+    ),
+    (
+        ["serve"],
+        {"OMNIFORGE_DEFAULT_MODEL": "nosuch"},
+        "default model 'nosuch' is not in the model list (demo)",
+    ),
+    (
+        ["migrate"],
+        {"OMNIFORGE_DATABASE_URL": "not a url"},
+        "OMNIFORGE_DATABASE_URL cannot be used: Could not parse SQLAlchemy URL",
+    ),
+    (
+        ["token", "--tenant", "default", "--sub", "me"],
+        {"OMNIFORGE_JWT_SECRET": SHORT_SECRET},
+        "OMNIFORGE_JWT_SECRET is shorter than 32 bytes",
+    ),
+    (
+        ["tenant", "list"],
+        {"OMNIFORGE_ENV": "staging"},
+        "OMNIFORGE_ENV: Input should be 'development' or 'production'",
+    ),
+]
+
+
+async def test_a_configuration_error_is_one_line_before_anything_is_touched(
+    tmp_path: Path,
+) -> None:
+    """Each command checks the settings it uses first: one line on stderr, exit status 2, and
+    no database migrated, no secret written (the data directory is never created)."""
+    data_dirs = [tmp_path / f"data-{index}" for index in range(len(CONFIGURATION_ERRORS))]
+    results = await asyncio.gather(
+        *(
+            _omniforge(*args, env={"OMNIFORGE_DATA_DIR": str(data_dir), **env})
+            for (args, env, _), data_dir in zip(CONFIGURATION_ERRORS, data_dirs, strict=True)
+        )
+    )
+
+    for (args, _, problem), (code, out, err), data_dir in zip(
+        CONFIGURATION_ERRORS, results, data_dirs, strict=True
+    ):
+        assert code == 2, (args, err)
+        assert err.startswith(f"omniforge: configuration error: {problem}"), (args, err)
+        assert err.count("\n") == 1, (args, err)
+        assert SHORT_SECRET not in err
+        assert out == ""
+        assert not data_dir.exists(), args
+
+
+async def _tenant(database_url: str, tenant_id: str, *, status: str = "active") -> None:
+    database = Database(database_url)
+    try:
+        async with database.transaction() as connection:
+            tenants = TenantRepository(connection)
+            await tenants.create(tenant_id, tenant_id, at=utc_now())
+            if status != "active":
+                await tenants.update(tenant_id, at=utc_now(), status=status)
+    finally:
+        await database.dispose()
+
+
+async def test_token_is_minted_only_for_an_existing_active_tenant(database_url: str) -> None:
+    active, disabled, missing = (f"cli-{name}-{uuid4().hex[:8]}" for name in ("a", "d", "m"))
+    await _tenant(database_url, active)
+    await _tenant(database_url, disabled, status="disabled")
+    env = {"OMNIFORGE_DATABASE_URL": database_url, "OMNIFORGE_JWT_SECRET": STRONG_SECRET}
+
+    minted, refused_disabled, refused_missing = await asyncio.gather(
+        *(
+            _omniforge("token", "--tenant", t, "--sub", "me", env=env)
+            for t in (active, disabled, missing)
+        )
+    )
+
+    assert minted[0] == 0, minted[2]
+    principal = await TokenVerifier(STRONG_SECRET).verify(minted[1].strip())
+    assert principal.tenant_id == active
+    assert refused_disabled[:2] == (1, "")
+    assert refused_disabled[2] == (
+        f"omniforge: tenant '{disabled}' is disabled: enable it with "
+        f"`omniforge tenant enable {disabled}`\n"
+    )
+    assert refused_missing[:2] == (1, "")
+    assert refused_missing[2] == (
+        f"omniforge: no tenant '{missing}': create it first with "
+        f"`omniforge tenant create NAME --id {missing}`\n"
+    )
+
+
+async def test_token_for_the_default_tenant_works_on_a_fresh_development_install(
+    tmp_path: Path,
+) -> None:
+    code, out, err = await _omniforge(
+        "token", "--tenant", "default", "--sub", "me", env={"OMNIFORGE_DATA_DIR": str(tmp_path)}
+    )
+
+    assert code == 0, err
+    secret = (tmp_path / "jwt-secret").read_text(encoding="utf-8").strip()
+    assert (await TokenVerifier(secret).verify(out.strip())).tenant_id == "default"

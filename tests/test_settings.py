@@ -2,6 +2,7 @@
 a secret generated once in development; the verifier built from them; and the
 `omniforge token` / `omniforge serve` commands that depend on them."""
 
+import asyncio
 import os
 import socket
 import stat
@@ -211,14 +212,16 @@ async def test_omniforge_token_prints_a_token_the_verifier_accepts(
     monkeypatch.setenv("OMNIFORGE_JWT_SECRET", STRONG_SECRET)
 
     minted_at = datetime.now(UTC).timestamp()
-    code = main(
-        ["token", "--tenant", "T", "--sub", "S", "--roles", "member,viewer", "--ttl", "30m"]
+    # `token` runs an event loop of its own (it reads the tenant from the database).
+    code = await asyncio.to_thread(
+        main,
+        ["token", "--tenant", "default", "--sub", "S", "--roles", "member,viewer", "--ttl", "30m"],
     )
     token = capsys.readouterr().out.strip()
 
     assert code == 0
     assert await TokenVerifier(STRONG_SECRET).verify(token) == Principal(
-        subject="S", tenant_id="T", roles=frozenset({"member", "viewer"})
+        subject="S", tenant_id="default", roles=frozenset({"member", "viewer"})
     )
     claims = jwt.decode(token, STRONG_SECRET, algorithms=["HS256"])
     assert claims["exp"] - claims["iat"] == 30 * 60
@@ -230,7 +233,7 @@ async def test_omniforge_token_in_development_uses_the_generated_secret(
 ) -> None:
     monkeypatch.setenv("OMNIFORGE_DATA_DIR", str(tmp_path))
 
-    code = main(["token", "--tenant", "T", "--sub", "S"])
+    code = await asyncio.to_thread(main, ["token", "--tenant", "default", "--sub", "S"])
     token = capsys.readouterr().out.strip()
 
     secret = Settings(data_dir=tmp_path).resolved_jwt_secret()

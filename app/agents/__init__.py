@@ -5,7 +5,7 @@ from app.agents.engine import LLMCallResult, ModelToolCall, ReasoningEngine
 from app.agents.models import AgentTask
 from app.agents.parser import ReActStep, parse_react
 from app.agents.react import ReActAgent
-from app.agents.runtime import AgentRuntime
+from app.agents.runtime import AgentRuntime, RuntimeSettings
 
 __all__ = [
     "AgentRun",
@@ -17,5 +17,6 @@ __all__ = [
     "ReActAgent",
     "ReActStep",
     "ReasoningEngine",
+    "RuntimeSettings",
     "parse_react",
 ]

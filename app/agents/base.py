@@ -230,7 +230,12 @@ class AgentRun:
         metrics = chain.metrics.model_copy()
         if error_code is None:
             self._emit(
-                ChainCompletedEvent(task_id=self.task.id, chain_id=chain.id, metrics=metrics)
+                ChainCompletedEvent(
+                    task_id=self.task.id,
+                    chain_id=chain.id,
+                    answer=_conclusion(chain),
+                    metrics=metrics,
+                )
             )
         else:
             self._emit(
@@ -279,3 +284,11 @@ class AgentRun:
 
     def _emit(self, event: ChainEvent) -> None:
         self._queue.put_nowait(event)
+
+
+def _conclusion(chain: ReasoningChain) -> str | None:
+    """The chain's answer: the conclusion of its last synthesis step."""
+    for step in reversed(chain.steps):
+        if step.synthesis is not None:
+            return step.synthesis.conclusion
+    return None

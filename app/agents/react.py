@@ -22,7 +22,12 @@ class ReActAgent(CoTAgent):
     """Thought → action → observation, repeated. Uses the model's native tool calling when
     LiteLLM says every deployment of the model supports it (`mode="auto"`), the text ReAct
     format otherwise. Tool failures go back to the model as observations; the final answer
-    becomes a synthesis step citing the tool results and the answering LLM call."""
+    becomes a synthesis step citing the tool results and the answering LLM call.
+
+    A final answer that is nothing but the error of one of the run's failed tool calls (a
+    model echoing its observation) fails the chain with that call's error code: a failed tool
+    result is never the answer of a completed task. Only a verbatim echo is caught; an answer
+    that explains a failure in its own words is the model's to give."""
 
     agent_id = "react"
 
@@ -56,11 +61,12 @@ class ReActAgent(CoTAgent):
         tools = [definition.name for definition in engine.available_tools()]
         messages = [{"role": "system", "content": NATIVE_SYSTEM_PROMPT}, *task.conversation()]
         sources: list[UUID] = []
+        failures: dict[str, ToolResult] = {}
         for _ in range(self.max_iterations):
             reply = await self._call_llm(engine, messages, tools=tools)
             calls = reply.tool_calls
             if not calls:
-                engine.add_synthesis(reply.content or "", [*sources, reply.step_id])
+                _conclude(engine, reply.content or "", [*sources, reply.step_id], failures)
                 return
             if reply.content:
                 engine.add_thinking(reply.content, parent_step_id=reply.step_id)
@@ -88,12 +94,15 @@ class ReActAgent(CoTAgent):
                 )
                 if result.success:
                     sources.append(result.result_step.id)
+                else:
+                    _remember_failure(failures, result)
         self._give_up()
 
     async def _reason_text(self, task: AgentTask, engine: ReasoningEngine) -> None:
         tools = engine.available_tools()
         messages = [{"role": "system", "content": text_system_prompt(tools)}, *task.conversation()]
         sources: list[UUID] = []
+        failures: dict[str, ToolResult] = {}
         for _ in range(self.max_iterations):
             reply = await self._call_llm(engine, messages, stop=["\nObservation:"])
             content = reply.content or ""
@@ -101,7 +110,7 @@ class ReActAgent(CoTAgent):
             if step.thought:
                 engine.add_thinking(step.thought, parent_step_id=reply.step_id)
             if step.final_answer is not None:
-                engine.add_synthesis(step.final_answer, [*sources, reply.step_id])
+                _conclude(engine, step.final_answer, [*sources, reply.step_id], failures)
                 return
             messages.append({"role": "assistant", "content": content})
             if step.action is None:
@@ -116,6 +125,8 @@ class ReActAgent(CoTAgent):
             )
             if result.success:
                 sources.append(result.result_step.id)
+            else:
+                _remember_failure(failures, result)
             messages.append({"role": "user", "content": f"Observation: {observation(result)}"})
         self._give_up()
 
@@ -153,6 +164,28 @@ def observation(result: ToolResult) -> str:
         return f"Error ({info.error_code}): {info.error}"
     value = info.result
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _remember_failure(failures: dict[str, ToolResult], result: ToolResult) -> None:
+    """Keys a failed result by the texts a model could echo: its observation and its error."""
+    for text in (observation(result), result.error or ""):
+        if text.strip():
+            failures[text.strip()] = result
+
+
+def _conclude(
+    engine: ReasoningEngine, answer: str, sources: list[UUID], failures: dict[str, ToolResult]
+) -> None:
+    echoed = failures.get(answer.strip())
+    if echoed is not None:
+        call = echoed.call_step.tool_call
+        tool = call.tool_name if call is not None else "tool"
+        raise ChainAbort(
+            echoed.error_code or ErrorCode.TOOL_ERROR,
+            f"the model's final answer was only the error of its failed {tool} call: "
+            f"{echoed.error}",
+        )
+    engine.add_synthesis(answer, sources)
 
 
 def _coerce(

@@ -1,10 +1,12 @@
-"""Builds the agent runtime from settings: gateway, tools, executor, agent."""
+"""Builds the agent runtime from its settings: gateway, tools, executor, agent."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
 
 from app.agents.react import ReActAgent, ToolCallingMode
-from app.config import Settings
 from app.llm import LLMGateway, load_model_list
 from app.tools.base import BaseTool
 from app.tools.builtin import builtin_tools
@@ -17,11 +19,32 @@ from app.tools.recording import CostRecorder
 from app.tools.registry import ToolRegistry
 
 
+class RuntimeSettings(BaseModel):
+    """What the runtime needs of a process's settings. The agents layer owns it so that it
+    never depends on the service's configuration; the fields carry the same names as the
+    service's `OMNIFORGE_*` settings, so whoever holds those builds it with
+    `RuntimeSettings.model_validate(settings)`."""
+
+    model_config = ConfigDict(frozen=True, from_attributes=True)
+
+    models_file: Path | None
+    default_model: str
+    max_iterations: int
+    max_result_chars: int
+    llm_timeout_s: float
+    llm_request_timeout_s: float
+    llm_openai_sdk: bool
+    llm_max_attempts: int
+    llm_initial_backoff_s: float
+    llm_max_backoff_s: float
+    llm_max_output_tokens: int
+
+
 @dataclass(frozen=True, slots=True)
 class AgentRuntime:
     """Everything a process needs to run tasks; build once at start-up."""
 
-    settings: Settings
+    settings: RuntimeSettings
     gateway: LLMGateway
     registry: ToolRegistry
     executor: ToolExecutor
@@ -30,7 +53,7 @@ class AgentRuntime:
     @classmethod
     def build(
         cls,
-        settings: Settings,
+        settings: RuntimeSettings,
         *,
         tools: Sequence[BaseTool] | None = None,
         guards: Sequence[ToolGuard] = (),

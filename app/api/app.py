@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from app.agents import AgentRuntime
+from app.agents import AgentRuntime, RuntimeSettings
 from app.api import health, metrics
 from app.api.auth import BearerAuthentication
 from app.api.chains.router import router as chains_router
@@ -50,7 +50,9 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             limits=limits,
         )
         tools: list[BaseTool] = [*builtin_tools(), *app.state.extra_tools]
-        runtime = AgentRuntime.build(settings, tools=tools, recorder=runs)
+        runtime = AgentRuntime.build(
+            RuntimeSettings.model_validate(settings), tools=tools, recorder=runs
+        )
         runs.attach(runtime)
         await runtime.gateway.warm_up()
         # What start-up built lives as long as the process: keep it out of the collector's

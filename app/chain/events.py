@@ -46,7 +46,11 @@ class BudgetWarningEvent(_Event):
 
 
 class ChainCompletedEvent(_Event):
+    """The chain ended with an answer: `answer` is its conclusion (the last synthesis step),
+    None for an agent that concluded without one."""
+
     type: Literal["chain_completed"] = "chain_completed"
+    answer: str | None = None
     metrics: ChainMetrics
 
 

@@ -3,13 +3,17 @@
 It answers arithmetic by calling `calculator`, "what time is it in <place>" by calling
 `current_time`, and anything else by saying what it is and how to configure a real model. It
 speaks both native tool calling (when given `tools`) and the text ReAct format (when its system
-prompt asks for `Action:` / `Action Input:`).
+prompt asks for `Action:` / `Action Input:`). Arithmetic it cannot read, or a tool call that
+failed, makes it say plainly that it could not work the answer out, and why; a tool's error is
+never passed off as the answer.
 """
 
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from app.llm.demo_arithmetic import read_arithmetic
 
 CALCULATOR = "calculator"
 CURRENT_TIME = "current_time"
@@ -21,22 +25,16 @@ PLAIN_ANSWER = (
     "OMNIFORGE_DEFAULT_MODEL (or pass --model); see the README."
 )
 
-_WORD_OPERATORS = (
-    (r"\bmultiplied by\b|\btimes\b", "*"),
-    (r"\bdivided by\b", "/"),
-    (r"\bplus\b", "+"),
-    (r"\bminus\b", "-"),
-    (r"\bto the power of\b", "**"),
-    (r"\bsquared\b", "**2"),
-    (r"\bcubed\b", "**3"),
+UNREADABLE = (
+    "I cannot read {task} as arithmetic (I read numbers in digits with + - * / ^ % and "
+    "parentheses, plus, minus, times, divided by, to the power of, squared, cubed, "
+    "square root of, percent of, pi and e)"
 )
-_FUNCTIONS = (
-    r"sqrt|cbrt|exp|log10|log2|log|sin|cos|tan|asin|acos|atan|abs|round|floor|ceil|factorial"
-)
-_EXPRESSION = re.compile(
-    rf"(?:\b(?:{_FUNCTIONS})\b|\bpi\b|\d+(?:\.\d+)?|\*\*|[-+*/^×÷%(),]|[ \t])+", re.IGNORECASE
-)
-_OPERATOR = re.compile(rf"[-+*/^×÷%]|\b(?:{_FUNCTIONS})\b", re.IGNORECASE)
+NO_CALCULATOR = "the calculator tool is not available to this task"
+_ERROR = re.compile(r"^Error \((?P<code>\w+)\): (?P<message>.*)$", re.DOTALL)
+_INVALID = re.compile(r"^invalid arguments for [^:]+: (?:\w+: )?")
+_REASON_CHARS = 160
+_QUOTED_TASK_CHARS = 80
 _TIME_QUESTION = re.compile(
     r"\b(?:what time|what's the time|current time|time is it|the time now|local time)\b",
     re.IGNORECASE,
@@ -77,17 +75,11 @@ def intents(task: str, available: set[str]) -> list[Intent]:
     """The tool calls a task needs, in the order they appear."""
     found: list[tuple[int, Intent]] = []
     if CALCULATOR in available:
-        for position, expression in _expressions(task):
-            found.append(
-                (
-                    position,
-                    Intent(
-                        CALCULATOR,
-                        {"expression": expression},
-                        f"use the calculator to evaluate {expression}",
-                    ),
-                )
-            )
+        for arithmetic in read_arithmetic(task):
+            if (expression := arithmetic.expression) is not None:
+                plan = f"use the calculator to evaluate {expression}"
+                intent = Intent(CALCULATOR, {"expression": expression}, plan)
+                found.append((arithmetic.position, intent))
     if CURRENT_TIME in available and (question := _TIME_QUESTION.search(task)):
         place_match = _PLACE.search(task, question.start())
         place = place_match.group(1).strip(" .'’") if place_match else "UTC"
@@ -100,22 +92,36 @@ def intents(task: str, available: set[str]) -> list[Intent]:
     return [intent for _, intent in sorted(found, key=lambda item: item[0])]
 
 
+def unanswerable(task: str, available: set[str]) -> str | None:
+    """Why some arithmetic the task asks for cannot be worked out; None when all of it can."""
+    found = read_arithmetic(task)
+    if found and CALCULATOR not in available:
+        return NO_CALCULATOR
+    if any(arithmetic.expression is None for arithmetic in found):
+        quoted = " ".join(task.split())
+        if len(quoted) > _QUOTED_TASK_CHARS:
+            quoted = quoted[: _QUOTED_TASK_CHARS - 1] + "…"
+        return UNREADABLE.format(task=f"“{quoted}”")
+    return None
+
+
 def _respond_native(messages: list[dict[str, Any]], available: set[str]) -> DemoReply:
     task_index = _last_user_index(messages)
-    results = [m for m in messages[task_index + 1 :] if m.get("role") == "tool"]
+    task = _text(messages[task_index]) if task_index >= 0 else ""
+    later = messages[task_index + 1 :]
+    results = [m for m in later if m.get("role") == "tool"]
     if results:
-        calls = {
-            call["id"]: call["function"]["name"]
-            for m in messages[task_index + 1 :]
-            for call in m.get("tool_calls") or []
-        }
-        answers = [
-            _describe(calls.get(m.get("tool_call_id", ""), "tool"), _text(m)) for m in results
-        ]
-        return DemoReply(" ".join(answers))
-    planned = intents(_text(messages[task_index]) if task_index >= 0 else "", available)
+        calls = {call["id"]: call["function"] for m in later for call in m.get("tool_calls") or []}
+        answers = []
+        for result in results:
+            call = calls.get(result.get("tool_call_id", ""), {})
+            arguments = _arguments(call.get("arguments"))
+            answers.append(_describe(call.get("name", "tool"), arguments, _text(result)))
+        return DemoReply(_answer(answers, unanswerable(task, available)))
+    planned = intents(task, available)
     if not planned:
-        return DemoReply(PLAIN_ANSWER)
+        reason = unanswerable(task, available)
+        return DemoReply(PLAIN_ANSWER if reason is None else _could_not(reason))
     plan = "; then I will ".join(intent.plan for intent in planned)
     return DemoReply(f"I will {plan}.", [(i.tool, i.arguments) for i in planned])
 
@@ -124,12 +130,17 @@ def _respond_react(messages: list[dict[str, Any]], available: set[str]) -> DemoR
     task_index = next((i for i, m in enumerate(messages) if m.get("role") == "user"), -1)
     task = _text(messages[task_index]) if task_index >= 0 else ""
     planned = intents(task, available)
+    reason = unanswerable(task, available)
     observations = [
         _text(m).removeprefix("Observation:").strip()
         for m in messages[task_index + 1 :]
         if m.get("role") == "user" and _text(m).startswith("Observation:")
     ]
     if not planned:
+        if reason is not None:
+            return DemoReply(
+                f"Thought: I cannot work this out.\nFinal Answer: {_could_not(reason)}"
+            )
         return DemoReply(f"Thought: No tool can help with this.\nFinal Answer: {PLAIN_ANSWER}")
     if len(observations) < len(planned):
         step = planned[len(observations)]
@@ -137,43 +148,76 @@ def _respond_react(messages: list[dict[str, Any]], available: set[str]) -> DemoR
             f"Thought: I need to {step.plan}.\nAction: {step.tool}\n"
             f"Action Input: {json.dumps(step.arguments)}"
         )
-    answer = " ".join(
-        _describe(step.tool, observation)
+    answers = [
+        _describe(step.tool, step.arguments, observation)
         for step, observation in zip(planned, observations, strict=False)
+    ]
+    return DemoReply(
+        f"Thought: I now know the final answer.\nFinal Answer: {_answer(answers, reason)}"
     )
-    return DemoReply(f"Thought: I now know the final answer.\nFinal Answer: {answer}")
 
 
-def _expressions(text: str) -> list[tuple[int, str]]:
-    normalized = text
-    for pattern, symbol in _WORD_OPERATORS:
-        normalized = re.sub(pattern, symbol, normalized, flags=re.IGNORECASE)
-    found = []
-    for match in _EXPRESSION.finditer(normalized):
-        expression = match.group(0).strip(" \t,")
-        if (
-            any(ch.isdigit() for ch in expression)
-            and _OPERATOR.search(expression)
-            and expression[0] not in "+*/^×÷%),"
-            and expression.count("(") == expression.count(")")
-        ):
-            found.append((match.start(), expression))
-    return found
+def _answer(answers: list[str], reason: str | None) -> str:
+    return " ".join([*answers, _could_not(reason)] if reason is not None else answers)
 
 
-def _describe(tool: str, observation: str) -> str:
+def _could_not(reason: str) -> str:
+    return f"I could not work this out: {reason}."
+
+
+def _describe(tool: str, arguments: dict[str, Any], observation: str) -> str:
+    """A sentence of the final answer for one tool result."""
     try:
         result = json.loads(observation)
     except json.JSONDecodeError:
-        return f"The {tool} tool failed: {observation}"
+        return _failure(tool, arguments, observation)
     if isinstance(result, dict) and "expression" in result and "result" in result:
-        return f"{result['expression']} = {result['result']}."
+        return f"{result['expression']} = {_number(result['result'])}."
     if isinstance(result, dict) and "timezone" in result and "local_time" in result:
         date, _, clock = str(result["local_time"]).partition(" ")
         weekday = result.get("weekday", "")
         offset = result.get("utc_offset", "")
         return f"In {result['timezone']} it is {clock} on {weekday} {date} (UTC{offset})."
     return f"The {tool} tool returned {observation}."
+
+
+def _failure(tool: str, arguments: dict[str, Any], observation: str) -> str:
+    """What could not be done and, briefly, why; never the tool's error as if it answered."""
+    if tool == CALCULATOR:
+        goal = f"work out {arguments.get('expression', 'the calculation')}"
+    elif tool == CURRENT_TIME:
+        goal = f"look up the time in {arguments.get('timezone', 'that place')}"
+    else:
+        goal = f"get an answer from the {tool} tool"
+    error = _ERROR.match(observation.strip())
+    code, message = (error["code"], error["message"]) if error else ("", observation.strip())
+    if code == "invalid_arguments":
+        detail = _INVALID.sub("", message).split(";")[0]
+        reason = f"the {tool} tool did not accept it ({detail})"
+    elif code == "timeout":
+        reason = f"the {tool} tool took too long"
+    elif code in ("tool_error", ""):
+        reason = f"the {tool} tool reported {message}"
+    else:
+        reason = f"the {tool} call was refused or failed ({code})"
+    if len(reason) > _REASON_CHARS:
+        reason = reason[: _REASON_CHARS - 1].rstrip(" ,;:") + "…"
+    return f"I could not {goal}: {reason}."
+
+
+def _number(value: object) -> object:
+    """An integral float reads as an integer (cbrt(27) is 3, not 3.0)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+def _arguments(raw: object) -> dict[str, Any]:
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError:
+        return {}
+    return arguments if isinstance(arguments, dict) else {}
 
 
 def _last_user_index(messages: list[dict[str, Any]]) -> int:

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from app.agents import AgentRuntime, AgentTask, CoTAgent, ReasoningEngine
+from app.agents import AgentRuntime, AgentTask, CoTAgent, ReasoningEngine, RuntimeSettings
 from app.chain import (
     ChainCompletedEvent,
     ChainFailedEvent,
@@ -20,7 +20,7 @@ from app.config import Settings
 
 @pytest.fixture(scope="module")
 def runtime() -> AgentRuntime:
-    return AgentRuntime.build(Settings())
+    return AgentRuntime.build(RuntimeSettings.model_validate(Settings()))
 
 
 class ComputeThenAsk(CoTAgent):
@@ -61,7 +61,34 @@ async def test_a_custom_agent_reasons_through_the_engine(runtime: AgentRuntime) 
     assert synthesis.conclusion.startswith("42; the model said: I am OmniForge's offline demo")
     assert synthesis.sources == [run_chain_steps[2].id, run_chain_steps[4].id]
     assert isinstance(events[-2], ChainCompletedEvent)
+    assert events[-2].answer == synthesis.conclusion
     assert {e.chain_id for e in events} == {events[0].chain_id}
+
+
+class ConcludesTwice(CoTAgent):
+    async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
+        engine.add_synthesis("a first draft", [])
+        engine.add_thinking("On reflection...")
+        engine.add_synthesis("the answer", [])
+
+
+class ConcludesWithoutAnswer(CoTAgent):
+    async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
+        engine.add_thinking("Nothing to say.")
+
+
+@pytest.mark.parametrize(
+    ("agent_class", "answer"), [(ConcludesTwice, "the answer"), (ConcludesWithoutAnswer, None)]
+)
+async def test_chain_completed_carries_the_last_conclusion_as_the_answer(
+    runtime: AgentRuntime, agent_class: type[CoTAgent], answer: str | None
+) -> None:
+    agent = agent_class(runtime.executor, default_model="demo")
+    events = [e async for e in agent.process_task(AgentTask(input="anything"))]
+
+    completed = events[-2]
+    assert isinstance(completed, ChainCompletedEvent)
+    assert completed.answer == answer
 
 
 class ListsTools(CoTAgent):

@@ -57,7 +57,10 @@ EVENTS: list[tuple[ChainEvent, str]] = [
         ReasoningStepEvent(task_id="t", chain_id=CHAIN_ID, step=STEP, metrics=METRICS),
         "reasoning_step",
     ),
-    (ChainCompletedEvent(task_id="t", chain_id=CHAIN_ID, metrics=METRICS), "chain_completed"),
+    (
+        ChainCompletedEvent(task_id="t", chain_id=CHAIN_ID, answer="42", metrics=METRICS),
+        "chain_completed",
+    ),
     (
         ChainFailedEvent(
             task_id="t",
@@ -108,3 +111,16 @@ def test_extra_fields_are_refused(event: ChainEvent) -> None:
 
     with pytest.raises(ValidationError, match="surprise"):
         chain_event_adapter.validate_json(json.dumps(payload))
+
+
+def test_chain_completed_carries_the_answer_and_reads_events_stored_before_it() -> None:
+    event = ChainCompletedEvent(
+        task_id="t", chain_id=CHAIN_ID, answer="6 * 7 = 42.", metrics=METRICS
+    )
+    stored_before = json.loads(event.model_dump_json())
+    del stored_before["answer"]  # as events written before the field existed are stored
+
+    assert json.loads(event.model_dump_json())["answer"] == "6 * 7 = 42."
+    restored = chain_event_adapter.validate_python(stored_before)
+    assert isinstance(restored, ChainCompletedEvent)
+    assert restored.answer is None

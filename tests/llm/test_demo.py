@@ -10,6 +10,7 @@ from app.llm import DEMO_MODEL, LLMDelta, LLMGateway, LLMRequest, LLMResponse, l
 from app.llm.demo_brain import PLAIN_ANSWER
 from app.llm.litellm_env import litellm
 from app.tools.builtin import builtin_tools
+from app.tools.builtin.calculator import evaluate
 
 TOOLS = [tool.definition.to_openai_tool() for tool in builtin_tools()]
 
@@ -31,6 +32,122 @@ async def test_arithmetic_is_answered_by_calling_the_calculator(gateway: LLMGate
     assert (call.name, json.loads(call.arguments)) == ("calculator", {"expression": "17 * 23 + 4"})
     assert response.finish_reason == "tool_calls"
     assert response.content == "I will use the calculator to evaluate 17 * 23 + 4."
+
+
+@pytest.mark.parametrize(
+    ("question", "expression"),
+    [
+        ("square root of 2 times pi", "sqrt(2) * pi"),
+        ("What is sqrt(2) times pi?", "sqrt(2) * pi"),
+        ("What is the square root of (2 times pi)?", "sqrt(2 * pi)"),
+        ("what is 15% of 80", "15 * 80 / 100"),
+        ("What is 15 percent of 80?", "15 * 80 / 100"),
+        ("2 times 15% of 80", "2 * (15 * 80 / 100)"),
+        ("What is 80 plus 15%?", "80 * (1 + 15 / 100)"),
+        ("What is 17 % 5?", "17 % 5"),
+        ("What is 6 multiplied by 7?", "6 * 7"),
+        ("What is 3 x 4?", "3 * 4"),
+        ("What is 7 plus 2 minus 10?", "7 + 2 - 10"),
+        ("What is 10 divided by 4?", "10 / 4"),
+        ("What is 2 to the power of 10?", "2 ** 10"),
+        ("What's 2^10?", "2 ** 10"),
+        ("What is 3 squared plus 4 cubed?", "3 ** 2 + 4 ** 3"),
+        ("What is the cube root of 27?", "cbrt(27)"),
+        ("What is 2 pi?", "2 * pi"),
+        ("What is e squared?", "e ** 2"),
+        ("What is pi?", "pi"),
+        ("What is 1,000 times 3?", "1000 * 3"),
+        ("What is max(1,000)?", "max(1, 0)"),
+        ("What is minus 5 plus 3?", "-5 + 3"),
+    ],
+)
+async def test_everyday_arithmetic_becomes_a_calculator_expression(
+    gateway: LLMGateway, question: str, expression: str
+) -> None:
+    response = await gateway.complete(
+        LLMRequest(model=DEMO_MODEL, messages=_user(question), tools=TOOLS)
+    )
+    [call] = response.tool_calls
+    assert (call.name, json.loads(call.arguments)) == ("calculator", {"expression": expression})
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What time is it in UTC+2?",
+        "What is the current time in Europe/Paris?",
+        "What time is it in Tokyo on 2026-07-01 at 10:30?",
+    ],
+)
+async def test_places_dates_and_clock_times_are_not_arithmetic(
+    gateway: LLMGateway, question: str
+) -> None:
+    response = await gateway.complete(
+        LLMRequest(model=DEMO_MODEL, messages=_user(question), tools=TOOLS)
+    )
+    assert [call.name for call in response.tool_calls] == ["current_time"]
+
+
+@pytest.mark.parametrize(
+    "question", ["What is two plus two?", "What is 5 plus?", "square root of banana"]
+)
+async def test_arithmetic_it_cannot_read_is_answered_plainly(
+    gateway: LLMGateway, question: str
+) -> None:
+    response = await gateway.complete(
+        LLMRequest(model=DEMO_MODEL, messages=_user(question), tools=TOOLS)
+    )
+    assert response.tool_calls == []
+    assert response.content == (
+        f"I could not work this out: I cannot read “{question}” as arithmetic (I read numbers "
+        "in digits with + - * / ^ % and parentheses, plus, minus, times, divided by, to the "
+        "power of, squared, cubed, square root of, percent of, pi and e)."
+    )
+
+
+def _after_one_call(question: str, expression: str, observation: str) -> list[dict[str, object]]:
+    call = {"name": "calculator", "arguments": json.dumps({"expression": expression})}
+    return [
+        *_user(question),
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": call}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": observation},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("observation", "answer"),
+    [
+        (
+            "Error (tool_error): division by zero",
+            "I could not work out 1 / 0: the calculator tool reported division by zero.",
+        ),
+        (
+            "Error (invalid_arguments): invalid arguments for calculator: expression: is not a "
+            "valid arithmetic expression: invalid syntax",
+            "I could not work out 1 / 0: the calculator tool did not accept it (is not a valid "
+            "arithmetic expression: invalid syntax).",
+        ),
+        (
+            "Error (timeout): calculator did not finish within 5 s",
+            "I could not work out 1 / 0: the calculator tool took too long.",
+        ),
+        (
+            "Error (rate_limited): calculator: 0 calls left this minute",
+            "I could not work out 1 / 0: the calculator call was refused or failed (rate_limited).",
+        ),
+    ],
+)
+async def test_a_failed_calculator_call_is_answered_with_could_not(
+    gateway: LLMGateway, observation: str, answer: str
+) -> None:
+    messages = _after_one_call("What is 1 / 0?", "1 / 0", observation)
+    final = await gateway.complete(LLMRequest(model=DEMO_MODEL, messages=messages, tools=TOOLS))
+    assert final.tool_calls == []
+    assert final.content == answer
 
 
 @pytest.mark.parametrize(
@@ -121,6 +238,22 @@ async def test_it_speaks_the_text_react_format_when_prompted_for_it(gateway: LLM
     assert parse_react(second.content or "").final_answer == "6 * 7 = 42."
 
 
+async def test_in_the_text_format_a_failed_call_is_answered_with_could_not(
+    gateway: LLMGateway,
+) -> None:
+    system = text_system_prompt([tool.definition for tool in builtin_tools()])
+    messages = [
+        {"role": "system", "content": system},
+        *_user("What is 1 divided by 0?"),
+        {"role": "assistant", "content": "Thought: ...\nAction: calculator"},
+        {"role": "user", "content": "Observation: Error (tool_error): division by zero"},
+    ]
+    reply = await gateway.complete(LLMRequest(model=DEMO_MODEL, messages=messages))
+    assert parse_react(reply.content or "").final_answer == (
+        "I could not work out 1 / 0: the calculator tool reported division by zero."
+    )
+
+
 async def test_it_is_deterministic_and_free_with_usage_from_a_real_tokenizer(
     gateway: LLMGateway,
 ) -> None:
@@ -151,3 +284,17 @@ async def test_it_streams(gateway: LLMGateway) -> None:
     assert final.content == PLAIN_ANSWER
     assert final.input_tokens > 0
     assert final.output_tokens > 0
+
+
+async def test_nesting_deeper_than_anyone_writes_is_read_only_as_deep_as_it_goes(
+    gateway: LLMGateway,
+) -> None:
+    question = "(" * 2000 + "1 + 1" + ")" * 2000
+    response = await gateway.complete(
+        LLMRequest(model=DEMO_MODEL, messages=_user(question), tools=TOOLS)
+    )
+    [call] = response.tool_calls
+    expression = json.loads(call.arguments)["expression"]
+    assert expression.strip("()") == "1 + 1"
+    assert expression.count("(") < 100
+    assert evaluate(expression) == 2
