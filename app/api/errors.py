@@ -18,10 +18,12 @@ from app.runs.errors import (
     ModelNotApproved,
     NotFound,
     TaskAlreadyFinished,
+    TaskRunsElsewhere,
     TenantRefused,
     ToolsNotPermitted,
 )
 from app.security import AuthenticationFailed
+from app.storage.errors import is_transient
 from app.storage.pagination import InvalidCursor
 from app.storage.tenants import TenantExists
 
@@ -51,13 +53,18 @@ TENANT_EXISTS = ProblemType("tenant-exists", "Tenant already exists", 409)
 NOT_FOUND = ProblemType("not-found", "Not found", 404)
 METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", "Method not allowed", 405)
 TASK_FINISHED = ProblemType("task-finished", "Task already finished", 409)
+TASK_ELSEWHERE = ProblemType("task-running-elsewhere", "Task runs on another instance", 409)
+PAYLOAD_TOO_LARGE = ProblemType("payload-too-large", "Request body too large", 413)
 VALIDATION = ProblemType("validation-error", "Invalid request", 422)
 MODEL_NOT_APPROVED = ProblemType("model-not-approved", "Model not approved", 422)
 RATE_LIMITED = ProblemType("rate-limited", "Rate limit reached", 429)
 INTERNAL = ProblemType("internal-error", "Internal server error", 500)
 UNAVAILABLE = ProblemType("service-unavailable", "Service unavailable", 503)
 
-_BY_STATUS = {p.status: p for p in (BAD_REQUEST, UNAUTHORIZED, NOT_FOUND, METHOD_NOT_ALLOWED)}
+_BY_STATUS = {
+    p.status: p
+    for p in (BAD_REQUEST, UNAUTHORIZED, NOT_FOUND, METHOD_NOT_ALLOWED, PAYLOAD_TOO_LARGE)
+}
 
 
 class FieldProblem(BaseModel):
@@ -84,6 +91,10 @@ class Problem(BaseModel):
     )
     retry_after_s: float | None = Field(
         default=None, description="On 429: seconds until the limit admits this request."
+    )
+    runner: str | None = Field(
+        default=None,
+        description="On 409 `task-running-elsewhere`: the instance that runs the task.",
     )
 
 
@@ -165,6 +176,8 @@ def _as_api_error(exc: Exception) -> ApiError | None:
             )
         case TaskAlreadyFinished():
             return ApiError(TASK_FINISHED, str(exc))
+        case TaskRunsElsewhere():
+            return ApiError(TASK_ELSEWHERE, str(exc), extra={"runner": exc.runner_id})
         case ModelNotApproved():
             errors = [
                 FieldProblem(field=f"body.{p.field}", message=p.message) for p in exc.problems
@@ -271,8 +284,23 @@ def _allowed_methods(request: Request) -> list[str]:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    if is_transient(exc):
+        logger.warning(
+            "the database was unavailable for %s %s", request.method, request.url.path, exc_info=exc
+        )
+        return problem_response(
+            UNAVAILABLE,
+            "the database is unavailable; try again shortly",
+            headers={"Retry-After": "1"},
+        )
     logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    return problem_response(INTERNAL, "an unexpected error occurred; it has been logged")
+    # The server closes the connection after a 500; say so, or the client's next request
+    # on it fails.
+    return problem_response(
+        INTERNAL,
+        "an unexpected error occurred; it has been logged",
+        headers={"Connection": "close"},
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -284,6 +312,7 @@ def install_error_handlers(app: FastAPI) -> None:
         TenantRefused,
         TenantExists,
         TaskAlreadyFinished,
+        TaskRunsElsewhere,
         InvalidSubmission,
         InvalidCursor,
         RateLimited,
@@ -302,9 +331,10 @@ def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
         403: "The caller's roles do not permit this, or its tenant is unknown or disabled",
         404: "No such resource in the caller's tenant",
         409: "Conflict with the resource's current state",
+        413: "The request body is larger than the service accepts",
         422: "Invalid input; `errors` lists each field",
         429: "Over one of the tenant's limits; `Retry-After` says when to retry",
-        503: "Not ready",
+        503: "Not ready, or the database is unavailable; `Retry-After` says when to retry",
     }
     return {
         status: {

@@ -1,5 +1,5 @@
 """RunManager: starts each task as an asyncio task of this process, records its events as they
-happen, publishes them once stored, and owns cancellation and recovery."""
+happen (the writer stores, then publishes them), and owns cancellation and recovery."""
 
 import asyncio
 import contextlib
@@ -7,7 +7,7 @@ import functools
 import logging
 import os
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
@@ -15,7 +15,6 @@ from uuid import UUID, uuid4
 from app.agents import AgentRun, AgentRuntime, AgentTask
 from app.chain import (
     Budget,
-    ChainFailedEvent,
     ChainStatus,
     DoneEvent,
     ErrorCode,
@@ -34,15 +33,23 @@ from app.governance.quotas import (
     remember,
 )
 from app.runs.audit import ToolAuditor
-from app.runs.channel import RunChannel, StreamEvent
-from app.runs.errors import InvalidSubmission, ModelNotApproved, ToolsNotPermitted
+from app.runs.channel import RunChannel
+from app.runs.errors import (
+    InvalidSubmission,
+    ModelNotApproved,
+    TaskRunsElsewhere,
+    ToolsNotPermitted,
+)
+from app.runs.live import LiveRun
 from app.runs.metrics import RunLabels, RunMetrics
 from app.runs.models import RunPolicy, TaskSubmission
-from app.runs.recorder import RunRecorder
+from app.runs.recorder import RunRecorder, closing_events, event_row
+from app.runs.writer import RunWriter
 from app.security import Principal
 from app.security.visibility import ReaderView, VisibilityPolicy
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog, RunnerLease, RunWrite, TooManyUnfinished
+from app.storage.run_log import RunLog, RunnerLease, TooManyUnfinished
+from app.storage.text import dump_model
 from app.storage.types import RawJSON
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.errors import FieldError
@@ -52,51 +59,12 @@ from app.tools.recording import CostRecord
 
 logger = logging.getLogger(__name__)
 
-_WRITE_RETRY_DELAYS_S = (0.1, 0.5, 2.0)
-_MAX_GROUP = 1000
-
 
 @dataclass(frozen=True, slots=True)
 class SubmittedTask:
     task_id: UUID
     chain_id: UUID
     status: TaskState
-
-
-@dataclass(slots=True)
-class _LiveRun:
-    task_id: UUID
-    run: AgentRun
-    recorder: RunRecorder
-    labels: RunLabels
-    channel: RunChannel = field(default_factory=RunChannel)
-    costs: list[CostRecord] = field(default_factory=list)
-    # Held so the event loop's weak reference is not the only one to the reading task.
-    reader: asyncio.Task[None] | None = None
-    # Set once the run's last event is stored (or storing it failed for good).
-    stored: asyncio.Event = field(default_factory=asyncio.Event)
-    broken: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _PendingWrite:
-    live: _LiveRun
-    write: RunWrite
-    events: list[StreamEvent]
-    last: bool
-
-
-@dataclass(frozen=True, slots=True)
-class _PendingAudit:
-    """Audit rows of requests (chain reads, stream opens), stored with the next group; a
-    request that does not wait for them (`stored` None) lets them wait for company."""
-
-    rows: list[dict[str, Any]]
-    stored: asyncio.Future[None] | None
-
-    @property
-    def lazy(self) -> bool:
-        return self.stored is None
 
 
 class RunManager:
@@ -113,22 +81,22 @@ class RunManager:
         metrics: RunMetrics | None = None,
     ) -> None:
         self._log = log
-        self._audit_flush_s = audit_flush_s
         # Tenants' windows (submissions, calls, tokens, cost), shared by every instance when
         # the store is.
         self.limits: LimitStore = limits or InProcessLimitStore()
         self.metrics = metrics or RunMetrics()
+        self._writer = RunWriter(log, self.metrics, audit_flush_s=audit_flush_s)
         # Tenant windows already filled from the calls recorded before this process held them.
         self._remembered: set[str] = set()
         self._runtime: AgentRuntime | None = None
         self._tool_sensitive_fields: frozenset[str] = frozenset()
         self._audit_levels: dict[str, str] = {}
-        self._runs: dict[UUID, _LiveRun] = {}
+        self._runs: dict[UUID, LiveRun] = {}
+        # Tasks stored but not yet live (between their rows and their run): not orphans.
+        self._admitting: set[UUID] = set()  # (for recovery only)
         self.metrics.count_active_runs(lambda: len(self._runs))
         self._heartbeat_s = heartbeat_s
         self._heartbeat: asyncio.Task[None] | None = None
-        self._pending: asyncio.Queue[_PendingWrite | _PendingAudit] = asyncio.Queue()
-        self._writer: asyncio.Task[None] | None = None
         self.lease = RunnerLease(
             id=f"{socket.gethostname()}:{os.getpid()}:{uuid4().hex[:12]}",
             hostname=socket.gethostname(),
@@ -242,12 +210,18 @@ class RunManager:
             started_at=now,
             budget=None if budget.is_empty else budget,
         )
+        if quotas.limits_runs:
+            await self._remember(principal.tenant_id, policy)
+        self._admitting.add(task_id)
         try:
             await self._create(principal, submission, policy, task_id, chain, model, now)
         except BaseException:
+            self._admitting.discard(task_id)
             if grant is not None:  # a task that was not accepted does not count
                 await self.limits.release(grant)
             raise
+        # From here to the run being live nothing awaits: no request can see the task
+        # between its rows and its run.
         task = AgentTask(
             id=str(task_id),
             input=submission.input,
@@ -263,8 +237,6 @@ class RunManager:
             roles=policy.roles,
             metadata=submission.metadata,
         )
-        if quotas.limits_runs:
-            await self._remember(principal.tenant_id, policy)
         models = policy.models
         restricts_models = models.approved is not None or bool(models.max_output_tokens)
         run = runtime.agent.start(
@@ -273,7 +245,9 @@ class RunManager:
             guards=self._guards(chain, principal.tenant_id, policy),
             models=models if restricts_models else None,
         )
-        return self._follow(principal, policy, run, task_id, chain)
+        submitted = self._follow(principal, policy, run, task_id, chain)
+        self._admitting.discard(task_id)
+        return submitted
 
     async def _remember(self, tenant_id: str, policy: RunPolicy) -> None:
         """Before this process first enforces a tenant's window: what the tenant's calls
@@ -338,7 +312,7 @@ class RunManager:
             "tenant_id": principal.tenant_id,
             "agent_id": chain.agent_id,
             "status": ChainStatus.INITIALIZING,
-            "metrics": RawJSON(chain.metrics.model_dump_json()),
+            "metrics": RawJSON(dump_model(chain.metrics)),
             "started_at": now,
         }
         try:
@@ -374,53 +348,66 @@ class RunManager:
         )
         recorder = RunRecorder(task_id, principal.tenant_id, chain, auditor)
         labels = RunLabels(principal.tenant_id, run.task.model or "")
-        live = _LiveRun(task_id, run, recorder, labels)
+        live = LiveRun(task_id, run, recorder, labels)
         self._runs[task_id] = live
-        self._start_writer()
         live.reader = asyncio.create_task(self._record(live), name=f"record-{task_id}")
         return SubmittedTask(task_id, chain.id, TaskState.SUBMITTED)
 
     async def record_audit(self, rows: list[dict[str, Any]]) -> None:
-        """Stores audit rows (each with its `tenant_id`) with the next group the writer
-        commits, and returns once they are stored: many requests' rows share one commit with
-        the runs' writes instead of a commit each."""
-        stored = asyncio.get_running_loop().create_future()
-        self._pending.put_nowait(_PendingAudit(rows, stored))
-        self._start_writer()
-        await stored
+        """Stores audit rows with the next group the writer commits; returns once stored."""
+        await self._writer.record_audit(rows)
 
     def queue_audit(self, rows: list[dict[str, Any]]) -> None:
-        """Queues audit rows without waiting: they are stored with the runs' next write, or
-        at most `audit_flush_s` later, so that frequent requests (stream opens) add no commit
-        of their own. Until then a crash of the process loses them; a shutdown stores them."""
-        self._pending.put_nowait(_PendingAudit(rows, None))
-        self._start_writer()
+        """Queues audit rows to be stored with the next group, at most `audit_flush_s` later."""
+        self._writer.queue_audit(rows)
 
-    def _start_writer(self) -> None:
-        if self._writer is None:
-            self._writer = asyncio.create_task(self._write_groups(), name="run-writer")
+    async def cancel(self, task: TaskRecord, reason: str) -> bool:
+        """Stops the task's run and returns once its end is stored: True when it ended
+        `cancelled`, False when it reached another end first (the cancel lost the race). A
+        task no live process runs is ended here. A run another live process owns is not
+        touched: `TaskRunsElsewhere`."""
+        live = self._runs.get(task.id)
+        if live is not None:
+            live.run.cancel(reason)
+            await live.stored.wait()
+            return live.recorder.final_state is TaskState.CANCELLED
+        # Until cancellation travels between instances, only a live owner writes its events.
+        if await self._owned_elsewhere(task):
+            raise TaskRunsElsewhere(task.id, task.runner_id or "")
+        return await self.end_unattended(
+            task, status=TaskState.CANCELLED, error_code=ErrorCode.CANCELLED, message=reason
+        )
 
-    async def cancel(self, task_id: UUID, reason: str = "cancelled by the client") -> bool:
-        """Cancels a live run and waits until its end is stored; False if it is not live
-        here."""
+    def run(self, task_id: UUID) -> AgentRun | None:
+        """The task's run, if it is live in this process."""
         live = self._runs.get(task_id)
-        if live is None:
+        return None if live is None else live.run
+
+    async def _owned_elsewhere(self, task: TaskRecord) -> bool:
+        owner = task.runner_id
+        if owner is None or owner == self.runner_id:
             return False
-        live.run.cancel(reason)
-        await live.stored.wait()
-        return True
+        return await self._log.runner_alive(owner, lease_s=self.lease_s, now=utc_now())
 
     async def recover(self) -> int:
         """Ends runs left unfinished by a process that is gone as `failed`/`interrupted`,
-        with the closing events their streams never got. Returns how many."""
+        with the closing events their streams never got; also this process's own tasks that
+        are no longer live in it (a run whose end could not be stored). Returns how many."""
         ended = 0
-        orphans = await self._log.orphans(self.lease, lease_s=self.lease_s, now=utc_now())
+        orphans = await self._log.orphans(
+            self.lease,
+            lease_s=self.lease_s,
+            now=utc_now(),
+            live=self._runs.keys() | self._admitting,
+        )
         for task in orphans:
+            if task.runner_id == self.runner_id:  # its end could not be stored at the time
+                code, message = ErrorCode.INTERNAL_ERROR, "its run ended without its end stored"
+            else:
+                code = ErrorCode.INTERRUPTED
+                message = "the process running this task stopped before it finished"
             ended += await self.end_unattended(
-                task,
-                status=TaskState.FAILED,
-                error_code=ErrorCode.INTERRUPTED,
-                message="the process running this task stopped before it finished",
+                task, status=TaskState.FAILED, error_code=code, message=message
             )
         if ended:
             logger.warning("marked %d runs of a previous process as interrupted", ended)
@@ -444,12 +431,7 @@ class RunManager:
             self._heartbeat.cancel()
             await asyncio.wait([self._heartbeat])
         await self.shutdown(grace_s)
-        if self._writer is not None:
-            with contextlib.suppress(Exception):  # logged by the writer
-                await self.record_audit([])  # stores what was queued without waiting
-            self._writer.cancel()
-            await asyncio.wait([self._writer])
-            self._writer = None
+        await self._writer.close()
         try:
             await self._log.remove_runner(self.runner_id)
         except Exception:  # the lease lapses on its own
@@ -464,113 +446,28 @@ class RunManager:
             except Exception:
                 logger.warning("renewing the runner lease failed; retrying", exc_info=True)
 
-    async def _record(self, live: _LiveRun) -> None:
-        """Numbers a run's events batch by batch and queues them for the writer."""
+    async def _record(self, live: LiveRun) -> None:
+        """Numbers a run's events batch by batch and queues them for the writer; ends when
+        the run's end is stored. A run whose events cannot be recorded is ended by the writer
+        (`internal_error`), after what was queued of it."""
         try:
             # aclosing: if this fails, closing the batches stops the run at once.
             async with contextlib.aclosing(live.run.event_batches()) as batches:
                 async for batch in batches:
                     if live.broken:
-                        return
+                        break
                     costs, live.costs = live.costs, []
                     write, events = live.recorder.record(batch, costs)
                     self.metrics.observe(live.labels, batch)
                     last = isinstance(batch[-1], DoneEvent)
-                    self._pending.put_nowait(_PendingWrite(live, write, events, last))
-        except Exception:
-            logger.exception("recording task %s failed; its run was stopped", live.task_id)
-            self._break(live)
-
-    async def _write_groups(self) -> None:
-        """The one writer of this process: whatever all runs (and requests' audit rows) queued
-        while the previous transaction was committing is stored in the next one (group
-        commit), then published. One connection writes, however many runs there are."""
-        loop = asyncio.get_running_loop()
-        while True:
-            group = [await self._pending.get()]
-            # Audit rows nobody waits for wait (a little) for something else to commit with.
-            deadline = loop.time() + self._audit_flush_s
-            while all(isinstance(p, _PendingAudit) and p.lazy for p in group):
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        group.append(await self._pending.get())
-                except TimeoutError:
-                    break
-            while not self._pending.empty() and len(group) < _MAX_GROUP:
-                group.append(self._pending.get_nowait())
-            runs = [p for p in group if isinstance(p, _PendingWrite) and not p.live.broken]
-            audits = [p for p in group if isinstance(p, _PendingAudit)]
-            if not runs and not audits:
-                continue
-            try:
-                await self._append(
-                    [pending.write for pending in runs],
-                    [row for pending in audits for row in pending.rows],
-                )
-            except Exception:
-                logger.exception("storing a group of %d writes failed", len(group))
-                runs, audits = await self._isolate(runs, audits)
-            for audit in audits:
-                if audit.stored is not None and not audit.stored.done():
-                    audit.stored.set_result(None)
-            for pending in runs:
-                pending.live.channel.publish(pending.events)
-                if pending.last:
-                    self._finish(pending.live)
-
-    async def _isolate(
-        self, group: list[_PendingWrite], audits: list[_PendingAudit]
-    ) -> tuple[list[_PendingWrite], list[_PendingAudit]]:
-        """After a group failed for good: each write alone, so one run's bad write stops that
-        run only (and a request whose audit rows cannot be stored fails). Returns what was
-        stored."""
-        stored: list[_PendingWrite] = []
-        for pending in group:
-            if pending.live.broken:
-                continue
-            try:
-                await self._log.append([pending.write])
-            except Exception:
-                logger.exception(
-                    "storing task %s failed; its run was stopped", pending.live.task_id
-                )
-                self._break(pending.live)
-            else:
-                stored.append(pending)
-        audited: list[_PendingAudit] = []
-        for audit in audits:
-            try:
-                await self._log.append([], audit.rows)
-            except Exception as exc:
-                logger.exception("storing audit events failed")
-                if audit.stored is not None and not audit.stored.done():
-                    audit.stored.set_exception(exc)
-            else:
-                audited.append(audit)
-        return stored, audited
-
-    async def _append(self, writes: list[RunWrite], audits: list[dict[str, Any]]) -> None:
-        for delay in (*_WRITE_RETRY_DELAYS_S, None):
-            try:
-                await self._log.append(writes, audits)
-            except Exception:
-                if delay is None:
-                    raise
-                logger.warning("storing run events failed; retrying", exc_info=True)
-                await asyncio.sleep(delay)
-            else:
-                return
-
-    def _finish(self, live: _LiveRun) -> None:
-        live.channel.close()
-        self._runs.pop(live.task_id, None)
-        live.stored.set()
-
-    def _break(self, live: _LiveRun) -> None:
-        if not live.broken:
-            live.broken = True
-            live.run.cancel("its events could not be stored", ErrorCode.INTERNAL_ERROR)
-            self._finish(live)
+                    self._writer.queue_batch(live, write, events, last=last)
+        except Exception as exc:
+            logger.exception("recording task %s failed; its run is ended", live.task_id)
+            self._writer.queue_end(live, f"its events could not be recorded ({type(exc).__name__})")
+        try:
+            await live.stored.wait()
+        finally:
+            self._runs.pop(live.task_id, None)
 
     async def end_unattended(
         self,
@@ -580,31 +477,31 @@ class RunManager:
         error_code: ErrorCode,
         message: str,
     ) -> bool:
-        """Ends a run that no process runs, with the closing events its stream never got."""
+        """Ends a run that no process runs, with the closing events its stream never got;
+        False when it was no longer unfinished, or a live process owns it after all."""
         now = utc_now()
-        closing: list[ChainFailedEvent | DoneEvent] = [
-            ChainFailedEvent(
-                task_id=str(task.id),
-                chain_id=task.chain_id,
-                timestamp=now,
-                error_code=error_code,
-                error_message=message,
-                metrics=task.usage,
-            ),
-            DoneEvent(
-                task_id=str(task.id), chain_id=task.chain_id, timestamp=now, final_state=status
-            ),
-        ]
+        closing = closing_events(
+            task.id,
+            task.chain_id,
+            status=status,
+            error_code=error_code,
+            message=message,
+            metrics=task.usage,
+            at=now,
+        )
         rows = [
-            {
-                "task_id": task.id,
-                "seq": task.last_seq + offset,
-                "tenant_id": task.tenant_id,
-                "type": event.type,
-                "data": RawJSON(event.model_dump_json()),
-            }
+            event_row(
+                task.id, task.tenant_id, task.last_seq + offset, event.type, dump_model(event)
+            )
             for offset, event in enumerate(closing, start=1)
         ]
         return await self._log.end_unattended(
-            task, rows, status=status, error_code=error_code, message=message, at=now
+            task,
+            rows,
+            status=status,
+            error_code=error_code,
+            message=message,
+            at=now,
+            me=self.runner_id,
+            lease_s=self.lease_s,
         )

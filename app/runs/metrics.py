@@ -83,6 +83,25 @@ class RunMetrics:
             buckets=RUN_DURATION_BUCKETS,
             registry=registry,
         )
+        self.storage_retries = Counter(
+            "omniforge_storage_retries",
+            "Group writes tried again after a failure a retry can cure (connection, "
+            "serialization, deadlock)",
+            registry=registry,
+        )
+        self.storage_refused = Counter(
+            "omniforge_storage_refused",
+            "Writes the database refused for good: a run's events (the run is then ended "
+            "failed/internal_error) or a request's audit rows",
+            ["what"],
+            registry=registry,
+        )
+        self.audit_rows_dropped = Counter(
+            "omniforge_audit_rows_dropped",
+            "Audit rows no request waited for that could not be stored (each also logged as an "
+            "error)",
+            registry=registry,
+        )
         self.active_runs = Gauge(
             "omniforge_active_runs", "Runs live in this process", registry=registry
         )

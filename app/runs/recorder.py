@@ -1,5 +1,6 @@
 """Turns a run's events into the rows that record them and the stream events that announce
-them. A step is serialized once: the same JSON text is stored and streamed."""
+them. A step is serialized once, storable (`app.storage.text`): the same JSON is stored and
+streamed, so a replay says exactly what was streamed live."""
 
 import json
 from datetime import UTC, datetime
@@ -10,8 +11,10 @@ from app.chain import (
     ChainCompletedEvent,
     ChainEvent,
     ChainFailedEvent,
+    ChainMetrics,
     ChainStatus,
     DoneEvent,
+    ErrorCode,
     ReasoningChain,
     ReasoningStepEvent,
     StepType,
@@ -20,11 +23,13 @@ from app.chain import (
     ToolType,
     VisibilityLevel,
 )
+from app.chain.models import utc_now
 from app.runs.audit import ToolAuditor
 from app.runs.channel import StepParts, StreamEvent
 from app.security.visibility import StepFacts
 from app.storage.records import StoredEvent, StoredStep
 from app.storage.run_log import RunWrite
+from app.storage.text import dump_model, storable
 from app.storage.types import RawJSON
 from app.tools.recording import CostRecord
 
@@ -69,6 +74,47 @@ def stream_event(task_id: UUID, chain_id: UUID, stored: StoredEvent | StoredStep
     return StreamEvent(stored.seq, stored.type, stored.data)
 
 
+def _storable(text: str | None) -> str | None:
+    return None if text is None else storable(text)
+
+
+def closing_events(
+    task_id: UUID,
+    chain_id: UUID,
+    *,
+    status: TaskState,
+    error_code: ErrorCode,
+    message: str,
+    metrics: ChainMetrics,
+    at: datetime,
+) -> list[ChainFailedEvent | DoneEvent]:
+    """The events that end a run its own agent cannot end: `chain_failed`, then `done`."""
+    return [
+        ChainFailedEvent(
+            task_id=str(task_id),
+            chain_id=chain_id,
+            timestamp=at,
+            error_code=error_code,
+            error_message=message,
+            metrics=metrics,
+        ),
+        DoneEvent(task_id=str(task_id), chain_id=chain_id, timestamp=at, final_state=status),
+    ]
+
+
+def event_row(
+    task_id: UUID, tenant_id: str, seq: int, event_type: str, data: str
+) -> dict[str, Any]:
+    """A `task_events` row of a stored (non-step) event."""
+    return {
+        "task_id": task_id,
+        "seq": seq,
+        "tenant_id": tenant_id,
+        "type": event_type,
+        "data": RawJSON(data),
+    }
+
+
 class RunRecorder:
     """Numbers one run's events (the stream's gap-free `seq`) and builds each batch's write,
     with an audit event for every tool call."""
@@ -82,6 +128,8 @@ class RunRecorder:
         self.last_seq = 0
         self._auditor = auditor
         self._final_answer: str | None = None
+        # The state the run ended in, once its `done` is recorded.
+        self.final_state: TaskState | None = None
         # Each open call's tool, by correlation id, so its result step names it too.
         self._tools: dict[UUID, tuple[ToolType, str]] = {}
 
@@ -95,8 +143,8 @@ class RunRecorder:
             self.last_seq += 1
             seq = self.last_seq
             if isinstance(event, ReasoningStepEvent):
-                step_json = event.step.model_dump_json()
-                latest_metrics = event.metrics.model_dump_json()
+                step_json = dump_model(event.step)
+                latest_metrics = dump_model(event.metrics)
                 facts = self._facts(event)
                 write.steps.append(self._step_row(seq, event, step_json, latest_metrics, facts))
                 audit = self._auditor.observe(event.step, step_json, facts, event.timestamp)
@@ -109,16 +157,8 @@ class RunRecorder:
                 if event.step.synthesis is not None:
                     self._final_answer = event.step.synthesis.conclusion
                 continue
-            data = event.model_dump_json()
-            write.events.append(
-                {
-                    "task_id": self.task_id,
-                    "seq": seq,
-                    "tenant_id": self.tenant_id,
-                    "type": event.type,
-                    "data": RawJSON(data),
-                }
-            )
+            data = dump_model(event)
+            write.events.append(event_row(self.task_id, self.tenant_id, seq, event.type, data))
             self._apply(event, write)
             published.append(StreamEvent(seq, event.type, data))
         if latest_metrics is not None and "metrics" not in write.chain_changes:
@@ -126,6 +166,45 @@ class RunRecorder:
         write.costs = [self._cost_row(record) for record in costs]
         write.last_seq = self.last_seq
         return write, published
+
+    def end(
+        self, stored_seq: int, *, error_code: ErrorCode, message: str, costs: list[dict[str, Any]]
+    ) -> tuple[RunWrite, list[StreamEvent], list[ChainEvent]]:
+        """The write that ends this run `failed` here and now, for a reason outside its agent
+        (its events could not be stored): its closing events numbered right after the last
+        stored one, `stored_seq`, and `costs` (rows of writes that could not be stored) kept,
+        so that nothing spent goes unbilled."""
+        now = utc_now()
+        events = closing_events(
+            self.task_id,
+            self.chain.id,
+            status=TaskState.FAILED,
+            error_code=error_code,
+            message=message,
+            metrics=self.chain.metrics,
+            at=now,
+        )
+        write = RunWrite(self.task_id, self.chain.id, stored_seq, costs=costs)
+        self.final_state = TaskState.FAILED
+        published: list[StreamEvent] = []
+        self.last_seq = stored_seq
+        for event in events:
+            self.last_seq += 1
+            data = dump_model(event)
+            write.events.append(
+                event_row(self.task_id, self.tenant_id, self.last_seq, event.type, data)
+            )
+            published.append(StreamEvent(self.last_seq, event.type, data))
+        write.last_seq = self.last_seq
+        failure = {"error_code": error_code, "error_message": storable(message)}
+        write.task_changes.update(status=TaskState.FAILED, finished_at=now, **failure)
+        write.chain_changes.update(
+            status=ChainStatus.FAILED,
+            metrics=RawJSON(dump_model(self.chain.metrics)),
+            completed_at=now,
+            **failure,
+        )
+        return write, published, list(events)
 
     def _apply(self, event: ChainEvent, write: RunWrite) -> None:
         if isinstance(event, TaskStatusEvent):
@@ -137,17 +216,19 @@ class RunRecorder:
             chain = self.chain
             write.chain_changes.update(
                 status=chain.status,
-                metrics=RawJSON(event.metrics.model_dump_json()),
+                metrics=RawJSON(dump_model(event.metrics)),
                 error_code=chain.error_code,
-                error_message=chain.error_message,
+                error_message=_storable(chain.error_message),
                 completed_at=chain.completed_at,
             )
+            completed = chain.status is ChainStatus.COMPLETED
             write.task_changes.update(
-                final_answer=self._final_answer if chain.status is ChainStatus.COMPLETED else None,
+                final_answer=_storable(self._final_answer) if completed else None,
                 error_code=chain.error_code,
-                error_message=chain.error_message,
+                error_message=_storable(chain.error_message),
             )
         elif isinstance(event, DoneEvent):
+            self.final_state = event.final_state
             write.task_changes.update(status=event.final_state, finished_at=event.timestamp)
 
     def _facts(self, event: ReasoningStepEvent) -> StepFacts:

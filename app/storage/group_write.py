@@ -16,6 +16,7 @@ from uuid import UUID
 
 from sqlalchemy import text
 
+from app.storage.text import storable_json
 from app.storage.types import RawJSON
 
 _TASK_COLUMNS = {
@@ -180,10 +181,10 @@ def group_document(
     audits: Sequence[Mapping[str, Any]],
     usage: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """The JSON document `GROUP_WRITE` applies."""
+    """The JSON document `GROUP_WRITE` applies, storable (see `app.storage.text`)."""
     tasks = _rows({"row_id": key, **values} for key, values in sorted(task_changes.items()))
     chains = _rows({"row_id": key, **values} for key, values in sorted(chain_changes.items()))
-    return (
+    return storable_json(
         f'{{"tasks":[{tasks}],"chains":[{chains}],"steps":[{_rows(steps)}],'
         f'"events":[{_rows(events)}],"costs":[{_rows(costs)}],"audits":[{_rows(audits)}],'
         f'"usage":[{_rows(usage)}]}}'

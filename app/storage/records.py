@@ -28,6 +28,8 @@ class TaskRecord(_Record):
     error_message: str | None
     last_seq: int
     usage: ChainMetrics
+    # The process (runner) that runs or ran it.
+    runner_id: str | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

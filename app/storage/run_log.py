@@ -1,7 +1,7 @@
 """The write side of runs: a task's rows, then its steps, events and costs as they happen."""
 
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -211,10 +211,13 @@ class RunLog:
         async with self._database.transaction() as connection:
             await connection.execute(delete(runners).where(runners.c.id == runner_id))
 
-    async def orphans(self, me: RunnerLease, *, lease_s: float, now: datetime) -> list[TaskRecord]:
+    async def orphans(
+        self, me: RunnerLease, *, lease_s: float, now: datetime, live: Collection[UUID]
+    ) -> list[TaskRecord]:
         """Unfinished runs whose runner is gone: no such runner, a lapsed lease, or a process
         of this host that no longer exists (then known at once, without waiting for the
-        lease: a restarted server ends its predecessor's runs as it starts)."""
+        lease: a restarted server ends its predecessor's runs as it starts); and `me`'s own
+        runs that are not among its `live` ones (their end could not be stored)."""
         dead = [
             row.id
             for row in await self.runners()
@@ -233,13 +236,24 @@ class RunLog:
                 tasks.c.runner_id.is_(None)
                 | tasks.c.runner_id.in_(dead)
                 | tasks.c.runner_id.not_in(known)
+                | (tasks.c.runner_id == me.id)
             )
         )
         async with self._database.transaction() as connection:
             rows = (await connection.execute(statement)).all()
             if dead:
                 await connection.execute(delete(runners).where(runners.c.id.in_(dead)))
-        return [TaskRecord.model_validate(row._mapping) for row in rows]
+        records = [TaskRecord.model_validate(row._mapping) for row in rows]
+        return [r for r in records if r.runner_id != me.id or r.id not in live]
+
+    async def runner_alive(self, runner_id: str, *, lease_s: float, now: datetime) -> bool:
+        """Whether a runner holds a lease that has not lapsed."""
+        statement = select(runners.c.id).where(
+            runners.c.id == runner_id,
+            runners.c.heartbeat_at >= now - timedelta(seconds=lease_s),
+        )
+        async with self._database.read() as connection:
+            return (await connection.scalar(statement)) is not None
 
     async def runners(self) -> list[Any]:
         async with self._database.read() as connection:
@@ -254,14 +268,22 @@ class RunLog:
         error_code: ErrorCode,
         message: str,
         at: datetime,
+        me: str,
+        lease_s: float,
     ) -> bool:
         """Ends a run no process is running (its own is gone) with its closing events;
-        False when it was no longer unfinished (someone else ended it first)."""
+        False when it was no longer unfinished (someone else ended it first), or when a
+        runner other than `me` with a lease younger than `lease_s` owns it: only a live
+        owner writes its run's events."""
+        fresh = select(runners.c.id).where(
+            runners.c.id != me, runners.c.heartbeat_at >= at - timedelta(seconds=lease_s)
+        )
         async with self._database.transaction() as connection:
             result = await connection.execute(
                 update(tasks)
                 .where(tasks.c.id == task.id, tasks.c.last_seq == task.last_seq)
                 .where(tasks.c.status.in_(_UNFINISHED))
+                .where(tasks.c.runner_id.is_(None) | tasks.c.runner_id.not_in(fresh))
                 .values(
                     status=status,
                     error_code=error_code,

@@ -10,6 +10,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import DateTime, TypeDecorator
 
+from app.storage.text import storable_json
+
 # Postgres stores JSON as JSONB (queryable, compact); SQLite as text.
 JSONDocument = JSON().with_variant(JSONB(), "postgresql")
 
@@ -60,7 +62,10 @@ class RawJSON(str):
 
 
 def dump_json(value: Any) -> str:
-    """The engines' JSON serializer: compact, and strict about what JSON is."""
+    """The engines' JSON serializer: compact, strict about what JSON is, and storable (see
+    `app.storage.text`) on every backend."""
     if isinstance(value, RawJSON):
-        return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return storable_json(value)
+    return storable_json(
+        json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    )

@@ -7,7 +7,6 @@ from app.api.access import Caller
 from app.api.auditing import chain_read
 from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
-from app.chain import ErrorCode, TaskState
 from app.governance.audit import AuditAction
 from app.runs import StreamEvent
 from app.runs.errors import Forbidden, NotFound, TaskAlreadyFinished
@@ -76,14 +75,10 @@ async def cancel_task(state: AppState, caller: Caller, task_id: UUID) -> TaskRec
         )
     if task.is_finished:
         raise TaskAlreadyFinished(task.id, task.status)
-    if not await state.runs.cancel(task.id, f"cancelled by {caller.subject}"):
-        # No process runs it (its own is gone): end it here.
-        await state.runs.end_unattended(
-            task,
-            status=TaskState.CANCELLED,
-            error_code=ErrorCode.CANCELLED,
-            message=f"cancelled by {caller.subject}",
-        )
+    if not await state.runs.cancel(task, f"cancelled by {caller.subject}"):
+        # It reached its end on its own before the cancel could stop it.
+        ended = await find_task(state, caller, task_id)
+        raise TaskAlreadyFinished(ended.id, ended.status)
     return await find_task(state, caller, task_id)
 
 
@@ -96,7 +91,9 @@ def stream_position(last_event_id: str | None, after: int | None) -> int:
     wins over `?after=`; 0 replays everything."""
     if last_event_id is not None and last_event_id.strip():
         value = last_event_id.strip()
-        if not (value.isascii() and value.isdecimal() and int(value) <= MAX_SEQ):
+        # Length first: Python refuses to convert thousands of digits at all.
+        digits = value.isascii() and value.isdecimal() and len(value) <= len(str(MAX_SEQ))
+        if not (digits and int(value) <= MAX_SEQ):
             raise ApiError(
                 VALIDATION,
                 "Last-Event-ID must be an event id of this stream",

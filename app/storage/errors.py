@@ -1,0 +1,38 @@
+"""Which storage failures are worth trying again.
+
+A write that failed because the database was unreachable, restarting, or asked the
+transaction to be retried (serialization failure, deadlock, lock timeout) may succeed when
+simply tried again. One that failed because of its data (a value refused, a constraint broken,
+text an encoder cannot write) fails the same way every time: retrying it only delays everything
+written with it.
+"""
+
+from sqlalchemy import exc as sa_exc
+
+# SQLSTATE classes and codes of failures that a retry can cure.
+_TRANSIENT_CLASSES = ("08",)  # connection exceptions
+_TRANSIENT_CODES = frozenset(
+    {
+        "40001",  # serialization_failure
+        "40P01",  # deadlock_detected
+        "55P03",  # lock_not_available
+        "57P01",  # admin_shutdown
+        "57P02",  # crash_shutdown
+        "57P03",  # cannot_connect_now
+        "53300",  # too_many_connections
+    }
+)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a storage operation that raised `error` may succeed if tried again."""
+    if isinstance(error, sa_exc.DBAPIError):
+        if error.connection_invalidated:
+            return True
+        code = getattr(error.orig, "sqlstate", None)
+        if isinstance(code, str):
+            return code.startswith(_TRANSIENT_CLASSES) or code in _TRANSIENT_CODES
+        # SQLite ("database is locked") and drivers that name no code: by class.
+        return isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError)
+    # No connection to be had in time, or the socket failed under the driver.
+    return isinstance(error, sa_exc.TimeoutError | ConnectionError | TimeoutError | OSError)
