@@ -103,6 +103,12 @@ class Settings(BaseSettings):
         description="Redis URL (redis://host:6379/0): tenants' rate limits and cost windows are "
         "then shared by every instance. Unset: kept in this process (one instance).",
     )
+    max_body_bytes: int = Field(
+        default=2 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body accepted; larger ones are refused with 413 before "
+        "they are read.",
+    )
     sse_keepalive_s: float = Field(
         default=15.0, gt=0, description="Idle time after which a stream sends a comment."
     )

@@ -1,17 +1,22 @@
-"""Factories for test objects: model lists pointed at the fake server, runtimes, chains."""
+"""Factories for test objects: model lists pointed at the fake server, runtimes, chains, and
+tasks stored as runs store them."""
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from uuid import UUID, uuid4
 
 import yaml
 
 from app.agents import AgentRuntime, RuntimeSettings
 from app.agents.react import ToolCallingMode
-from app.chain import ReasoningChain
+from app.chain import ChainMetrics, ChainStatus, ReasoningChain, TaskState
 from app.config import Settings
 from app.llm import LLMGateway, load_model_list
+from app.storage.run_log import RunLog
+from app.storage.types import RawJSON
 from app.tools.base import BaseTool
 from app.tools.guards import ToolGuard
 from app.tools.models import ToolCallContext
@@ -115,3 +120,40 @@ def context_for(chain: ReasoningChain, **fields: Any) -> ToolCallContext:
 
 def usd(text: str) -> Decimal:
     return Decimal(text)
+
+
+async def stored_task(
+    log: RunLog,
+    tenant: str,
+    *,
+    chain_id: UUID | None = None,
+    runner_id: str | None = None,
+    status: TaskState = TaskState.WORKING,
+    last_seq: int = 0,
+) -> tuple[UUID, UUID]:
+    """A task and its chain as a run stores them when it starts: `(task_id, chain_id)`."""
+    task_id, chain_id, now = uuid4(), chain_id or uuid4(), datetime.now(UTC)
+    await log.create(
+        {
+            "id": task_id,
+            "tenant_id": tenant,
+            "user_id": "u",
+            "status": status,
+            "chain_id": chain_id,
+            "request": {"input": "x"},
+            "model": "demo",
+            "last_seq": last_seq,
+            "runner_id": runner_id,
+            "created_at": now,
+        },
+        {
+            "id": chain_id,
+            "task_id": task_id,
+            "tenant_id": tenant,
+            "agent_id": "test",
+            "status": ChainStatus.THINKING,
+            "metrics": RawJSON(ChainMetrics().model_dump_json()),
+            "started_at": now,
+        },
+    )
+    return task_id, chain_id

@@ -1,5 +1,6 @@
 """Who the caller is and what it may do: every route declares its permission through one of
-the `Require…` aliases, and names tenants through `Caller.scope`."""
+the `Require…` aliases, and names tenants through `Caller.scope`. Each of them also runs the
+input check (`app.api.inputs.check_inputs`) once the caller is known to be permitted."""
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from fastapi import Depends, Request
 
 from app.api.auth import TENANT_KEY
 from app.api.deps import CurrentPrincipal
+from app.api.inputs import check_inputs
 from app.api.state import AppState
 from app.governance.tenants import Tenant
 from app.runs.errors import Forbidden, NotFound
@@ -66,6 +68,12 @@ def _caller(request: Request, principal: Principal) -> Caller:
     return Caller(principal, tenant, permissions_of(principal.roles))
 
 
+def _permitted(request: Request, caller: Caller) -> Caller:
+    """A caller whose permission is checked: now its input is (401, 403, then 422)."""
+    check_inputs(request)
+    return caller
+
+
 def _requires(permission: Permission) -> Callable[[Request, Principal], Awaitable[Caller]]:
     async def dependency(request: Request, principal: CurrentPrincipal) -> Caller:
         caller = _caller(request, principal)
@@ -76,7 +84,7 @@ def _requires(permission: Permission) -> Callable[[Request, Principal], Awaitabl
                 f"({roles}) do not grant",
                 permission=permission,
             )
-        return caller
+        return _permitted(request, caller)
 
     return dependency
 
@@ -87,11 +95,11 @@ async def _platform_admin(request: Request, principal: CurrentPrincipal) -> Call
         raise Forbidden(
             f"this needs the `{Role.PLATFORM_ADMIN}` role", permission=Permission.TENANT_MANAGE
         )
-    return caller
+    return _permitted(request, caller)
 
 
 async def _any_caller(request: Request, principal: CurrentPrincipal) -> Caller:
-    return _caller(request, principal)
+    return _permitted(request, _caller(request, principal))
 
 
 AnyCaller = Annotated[Caller, Depends(_any_caller)]

@@ -13,6 +13,7 @@ from app.api.auth import BearerAuthentication
 from app.api.chains.router import router as chains_router
 from app.api.costs.router import router as costs_router
 from app.api.errors import install_error_handlers
+from app.api.inputs import BodyLimit
 from app.api.models.router import router as models_router
 from app.api.openapi import install_openapi
 from app.api.state import AppState
@@ -100,6 +101,8 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     install_error_handlers(app)
     install_openapi(app)
     app.add_middleware(BearerAuthentication)
+    # Outermost: a body over the cap is refused before anything reads it.
+    app.add_middleware(BodyLimit, max_bytes=app.state.settings.max_body_bytes)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(tasks_router)

@@ -10,6 +10,9 @@ from app.runs.errors import TenantRefused
 from app.security import AuthenticationFailed, Principal
 
 API_PREFIX = "/api/"
+# Tokens of real identity providers stay far below this; a larger header is refused before
+# it is parsed.
+MAX_AUTHORIZATION_BYTES = 8192
 PRINCIPAL_KEY = "principal"
 TENANT_KEY = "tenant"
 
@@ -43,6 +46,10 @@ class BearerAuthentication:
     @staticmethod
     async def _authenticate(state: AppState, scope: Scope) -> Principal:
         header = next((value for name, value in scope["headers"] if name == b"authorization"), None)
+        if header is not None and len(header) > MAX_AUTHORIZATION_BYTES:
+            raise AuthenticationFailed(
+                f"the Authorization header is longer than {MAX_AUTHORIZATION_BYTES} bytes"
+            )
         scheme, _, token = (header or b"").decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthenticationFailed("a bearer token is required", token_given=False)

@@ -7,9 +7,10 @@ from sqlalchemy import text
 
 from app.api.deps import State
 from app.api.errors import UNAVAILABLE, problem_response, problems
+from app.api.inputs import CheckedRoute
 from app.storage import current_revision, head_revision
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=CheckedRoute)
 
 
 class Health(BaseModel):

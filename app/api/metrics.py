@@ -6,8 +6,9 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import State
+from app.api.inputs import CheckedRoute
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], route_class=CheckedRoute)
 
 
 @router.get(

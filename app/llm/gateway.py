@@ -197,7 +197,7 @@ class LLMGateway:
             streamed=True,
         )
 
-    def estimate(self, request: LLMRequest) -> LLMEstimate:
+    async def estimate(self, request: LLMRequest) -> LLMEstimate:
         fallbacks = (
             self.fallbacks(request.model) if request.fallbacks is None else request.fallbacks
         )
@@ -206,7 +206,7 @@ class LLMGateway:
             for name in [request.model, *fallbacks]
             for deployment in self.deployments(name)
         ]
-        input_tokens = self._prompt_tokens.count(
+        input_tokens = await self._prompt_tokens.count_off_loop(
             candidates[0].litellm_model, request.messages, request.tools
         )
         max_output = request.max_tokens or self.default_max_tokens

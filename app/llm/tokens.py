@@ -7,6 +7,7 @@ sum of its messages' counts (each alone counts 3 tokens for the reply's priming,
 plus what the tools add, so both are cached.
 """
 
+import asyncio
 import json
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -15,6 +16,9 @@ from typing import Any
 from app.llm.litellm_env import litellm
 
 _REPLY_PRIMING = 3
+# A message this long takes the tokenizer milliseconds (about 16 ms for 200,000 characters):
+# counted in a worker thread, so that other runs and requests go on meanwhile.
+LARGE_MESSAGE_CHARS = 16_000
 
 
 class PromptTokens:
@@ -38,13 +42,28 @@ class PromptTokens:
             total += self._tool_set(model, tools, messages[0] if messages else None)
         return total
 
+    async def count_off_loop(
+        self,
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+    ) -> int:
+        """`count`, with each large message not counted before counted in a worker thread (the
+        cache itself is only ever touched by the caller's thread)."""
+        for message in messages:
+            key = (model, _message_key(message))
+            if key not in self._messages and _chars(message) >= LARGE_MESSAGE_CHARS:
+                counted = await asyncio.to_thread(_count_message, model, message)
+                self._store(self._messages, key, counted)
+        return self.count(model, messages, tools)
+
     def _message(self, model: str, message: dict[str, Any]) -> int:
         key = (model, _message_key(message))
         cached = self._messages.get(key)
         if cached is not None:
             self._messages.move_to_end(key)
             return cached
-        counted = int(litellm.token_counter(model=model, messages=[message])) - _REPLY_PRIMING
+        counted = _count_message(model, message)
         self._store(self._messages, key, counted)
         return counted
 
@@ -66,6 +85,15 @@ class PromptTokens:
         cache[key] = value
         if len(cache) > self._max_entries:
             cache.popitem(last=False)
+
+
+def _count_message(model: str, message: dict[str, Any]) -> int:
+    return int(litellm.token_counter(model=model, messages=[message])) - _REPLY_PRIMING
+
+
+def _chars(message: dict[str, Any]) -> int:
+    """About how much text a message holds (its string values)."""
+    return sum(len(value) for value in message.values() if isinstance(value, str))
 
 
 def _message_key(message: dict[str, Any]) -> Hashable:

@@ -1,9 +1,17 @@
 """What a client submits."""
 
+import json
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from app.chain import Budget
 from app.governance.models import ModelPolicy
@@ -11,8 +19,38 @@ from app.governance.quotas import TenantQuotas
 from app.tools.models import TOOL_NAME_PATTERN
 
 MAX_INPUT_CHARS = 200_000
+"""What a task may give the model in all: its `input`, or its messages' text together."""
+MAX_METADATA_BYTES = 16_384
+MAX_METADATA_DEPTH = 8
 
 ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(item) for item in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(item) for item in value), default=0)
+    return 0
+
+
+def _bounded_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    if _depth(value) > MAX_METADATA_DEPTH:
+        raise ValueError(f"nests deeper than {MAX_METADATA_DEPTH} levels")
+    size = len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(f"is {size} bytes as JSON; at most {MAX_METADATA_BYTES} are kept")
+    return value
+
+
+Metadata = Annotated[
+    dict[str, Any],
+    AfterValidator(_bounded_metadata),
+    Field(
+        description=f"Kept with the task and returned as is: at most {MAX_METADATA_BYTES} bytes "
+        f"as JSON, nested at most {MAX_METADATA_DEPTH} deep."
+    ),
+]
 
 
 class ChatMessage(BaseModel):
@@ -22,6 +60,15 @@ class ChatMessage(BaseModel):
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str | None = Field(default=None, max_length=MAX_INPUT_CHARS)
+
+    @property
+    def chars(self) -> int:
+        """Its text: the content and its extra fields as JSON."""
+        extra = self.model_extra or {}
+        size = len(self.content or "")
+        if extra:
+            size += len(json.dumps(extra, ensure_ascii=False, separators=(",", ":")))
+        return size
 
 
 TaskBudget = Budget
@@ -37,7 +84,12 @@ class TaskSubmission(BaseModel):
     )
 
     input: str | None = Field(default=None, min_length=1, max_length=MAX_INPUT_CHARS)
-    messages: list[ChatMessage] | None = Field(default=None, min_length=1, max_length=500)
+    messages: list[ChatMessage] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=500,
+        description=f"At most {MAX_INPUT_CHARS} characters in all (contents and extra fields).",
+    )
     model: str | None = Field(
         default=None, min_length=1, max_length=255, description="Default: the service's."
     )
@@ -49,15 +101,21 @@ class TaskSubmission(BaseModel):
     budget: TaskBudget | None = Field(
         default=None, description="Limits of this task; unset ones come from its tenant's."
     )
-    metadata: dict[str, Any] = Field(
-        default_factory=dict, description="Kept with the task and returned as is."
-    )
+    metadata: Metadata = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_input(self) -> Self:
         if (self.input is None) == (self.messages is None):
             raise ValueError("give either `input` or `messages`, not both or neither")
         return self
+
+    @field_validator("messages")
+    @classmethod
+    def _bounded_input(cls, messages: list[ChatMessage] | None) -> list[ChatMessage] | None:
+        chars = sum(message.chars for message in messages or [])
+        if chars > MAX_INPUT_CHARS:
+            raise ValueError(f"hold {chars} characters; at most {MAX_INPUT_CHARS} in all")
+        return messages
 
     @model_validator(mode="after")
     def _tools_once(self) -> Self:

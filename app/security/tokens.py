@@ -2,6 +2,7 @@
 verified with PyJWT against an explicit algorithm allow-list."""
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Self
@@ -19,6 +20,10 @@ logger = logging.getLogger(__name__)
 HS256 = "HS256"
 _MAX_SUBJECT_CHARS = 255
 _MAX_TENANT_CHARS = 64
+_MAX_ROLE_CHARS = 64
+# Control characters (C0, DEL, C1) and surrogates: no identity holds them, and no database
+# stores NUL or a lone surrogate.
+_NOT_IN_IDENTITIES = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class AuthenticationFailed(Exception):
@@ -43,8 +48,9 @@ class TokenVerifier:
 
     Every token needs `exp`; `nbf` and `iat` are checked when present, all with `leeway_s`.
     `sub` must be a non-empty string of at most 255 characters, the `tenant_claim` one of at
-    most 64; `roles_claim` may be a list of strings or a space-separated string, or be
-    missing (no roles). Claim names are looked up as is first, then as a dotted path into
+    most 64; `roles_claim` may be a list of strings (at most 64 characters each) or a
+    space-separated string, or be missing (no roles). No identity claim may hold control
+    characters or surrogates. Claim names are looked up as is first, then as a dotted path into
     nested objects (`realm_access.roles`), so namespaced names such as
     `https://example.com/tenant` work as well.
 
@@ -203,6 +209,11 @@ class TokenVerifier:
             raise AuthenticationFailed(
                 f"the token's `{self._roles_claim}` claim must be a list of strings"
             )
+        if not all(_is_identity(role, _MAX_ROLE_CHARS) for role in roles):
+            raise AuthenticationFailed(
+                f"the token's `{self._roles_claim}` claim holds a role of control characters "
+                f"or longer than {_MAX_ROLE_CHARS} characters"
+            )
         return Principal(subject=subject, tenant_id=tenant_id, roles=frozenset(roles))
 
 
@@ -224,7 +235,17 @@ def _id_claim(claims: Mapping[str, Any], name: str, max_chars: int) -> str:
         raise AuthenticationFailed(f"the token has no `{name}` claim")
     if not isinstance(value, str) or not value or len(value) > max_chars:
         raise AuthenticationFailed(f"the token's `{name}` claim must be a non-empty string")
+    if not _is_identity(value, max_chars):
+        raise AuthenticationFailed(f"the token's `{name}` claim holds control characters")
     return value
+
+
+def _is_identity(value: Any, max_chars: int) -> bool:
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= max_chars
+        and _NOT_IN_IDENTITIES.search(value) is None
+    )
 
 
 def mint_token(

@@ -5,7 +5,7 @@ import binascii
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Generic, TypeVar
 from uuid import UUID
 
@@ -15,6 +15,9 @@ from sqlalchemy.sql.elements import KeyedColumnElement
 T = TypeVar("T")
 
 MAX_PAGE_SIZE = 200
+# No row of ours was made outside these times: a cursor naming one was not issued here.
+MIN_CURSOR_MOMENT = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_CURSOR_MOMENT = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 class InvalidCursor(ValueError):
@@ -36,9 +39,15 @@ class Cursor:
             padded = text + "=" * (-len(text) % 4)
             at, id_ = json.loads(base64.urlsafe_b64decode(padded.encode()))
             cursor = cls(datetime.fromisoformat(at), UUID(id_))
-        except (ValueError, TypeError, binascii.Error) as exc:
+        except (ValueError, TypeError, AttributeError, RecursionError, binascii.Error) as exc:
             raise InvalidCursor("the cursor is not one this service issued") from exc
         if cursor.at.tzinfo is None:
+            raise InvalidCursor("the cursor is not one this service issued")
+        try:
+            at = cursor.at.astimezone(UTC)
+        except OverflowError as exc:
+            raise InvalidCursor("the cursor is not one this service issued") from exc
+        if not MIN_CURSOR_MOMENT <= at < MAX_CURSOR_MOMENT:
             raise InvalidCursor("the cursor is not one this service issued")
         return cursor
 

@@ -46,9 +46,20 @@ def _escape_stand_in(match: re.Match[str]) -> str:
     return f"{match[1]}{stand_in}"
 
 
+def has_surrogates(text: str) -> bool:
+    """Whether `text` holds a surrogate code point (in a Python string, always a lone one)."""
+    if text.isascii():  # known without a scan
+        return False
+    try:
+        text.encode("utf-8")  # a C loop, far faster than a regular expression
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def storable(text: str) -> str:
     """`text` with NUL and lone surrogates replaced (see the module's docstring)."""
-    if _UNSTORABLE.search(text) is None:
+    if "\x00" not in text and not has_surrogates(text):
         return text
     return _UNSTORABLE.sub(lambda m: _stand_in(m[0]), text)
 

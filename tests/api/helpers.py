@@ -10,6 +10,8 @@ from tests.service import INPUT_PRICE, MODEL, OUTPUT_PRICE
 from tests.sse import SSE, collect
 
 PROBLEM = "application/problem+json"
+# What no response may show: internals of the server or its database.
+INTERNALS = ("Traceback", 'File "', "sqlalchemy", "asyncpg", "aiosqlite", "SELECT ", "INSERT ")
 
 
 def script_two_tool_task(fake: FakeLLMServer, *, answer_delay_s: float = 0.0) -> None:
@@ -62,6 +64,22 @@ def assert_problem(response: httpx.Response, status: int, type_slug: str) -> dic
     assert body["status"] == status
     assert body["title"]
     assert body["detail"]
+    return body
+
+
+def assert_no_internals(response: httpx.Response) -> None:
+    for marker in INTERNALS:
+        assert marker not in response.text, response.text
+
+
+def assert_invalid(response: httpx.Response, field: str) -> dict[str, Any]:
+    """A 422 problem whose `errors` name `field` (or a part of it: `body` for `body.15`, the
+    position where a JSON body stops parsing)."""
+    assert_no_internals(response)
+    body = assert_problem(response, 422, "validation-error")
+    fields = [error["field"] for error in body["errors"]]
+    assert any(f == field or f.startswith(field + ".") for f in fields), body
+    assert all(error["message"] for error in body["errors"])
     return body
 
 

@@ -8,31 +8,21 @@ from uuid import uuid4
 import httpx
 import pytest
 
-from tests.api.helpers import PROBLEM, assert_problem, script_two_tool_task, stream, submit
+from tests.api.helpers import (
+    PROBLEM,
+    assert_invalid,
+    assert_no_internals,
+    assert_problem,
+    script_two_tool_task,
+    stream,
+    submit,
+)
 from tests.fakes.openai_server import Reply
 from tests.service import MODEL, Service
 
-# What no response may show: internals of the server or its database.
-INTERNALS = ("Traceback", 'File "', "sqlalchemy", "asyncpg", "aiosqlite", "SELECT ", "INSERT ")
 # Event ids and step numbers are 32-bit integer columns on Postgres; neither bound fits them.
 BEYOND_32_BITS = str(2**31)
 BEYOND_64_BITS = str(10**23)
-
-
-def assert_no_internals(response: httpx.Response) -> None:
-    for marker in INTERNALS:
-        assert marker not in response.text, response.text
-
-
-def assert_invalid(response: httpx.Response, field: str) -> dict[str, Any]:
-    """A 422 problem whose `errors` name `field` (or a part of it: `body` for `body.15`, the
-    position where a JSON body stops parsing)."""
-    assert_no_internals(response)
-    body = assert_problem(response, 422, "validation-error")
-    fields = [error["field"] for error in body["errors"]]
-    assert any(f == field or f.startswith(field + ".") for f in fields), body
-    assert all(error["message"] for error in body["errors"])
-    return body
 
 
 # (case id, request kwargs, expected `errors[].field`)

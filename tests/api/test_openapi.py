@@ -51,3 +51,51 @@ def test_health_routes_need_no_token() -> None:
     health = {p: op for m, p, op in _operations() if not p.startswith("/api/")}
     assert set(health) == {"/healthz", "/readyz", "/metrics"}
     assert all("security" not in operation for operation in health.values())
+
+
+def test_event_streams_document_each_event_type_and_its_payload() -> None:
+    document = json.loads(COMMITTED.read_text(encoding="utf-8"))
+    streams = [
+        (method, path, response["content"]["text/event-stream"])
+        for method, path, operation in _operations()
+        for response in operation["responses"].values()
+        if "text/event-stream" in response.get("content", {})
+    ]
+    assert {(m, p) for m, p, _ in streams} == {
+        ("post", "/api/v1/tasks"),
+        ("get", "/api/v1/tasks/{task_id}/events"),
+    }
+    schemas = document["components"]["schemas"]
+    for _, _, stream in streams:
+        frame = stream["itemSchema"]
+        assert frame["required"] == ["id", "event", "data"]
+        events = frame["properties"]["event"]["enum"]
+        assert set(events) == {
+            "chain_started",
+            "task_status",
+            "reasoning_step",
+            "budget_warning",
+            "chain_completed",
+            "chain_failed",
+            "done",
+        }
+        data = frame["properties"]["data"]
+        assert data["contentMediaType"] == "application/json"
+        payloads = [ref["$ref"].rsplit("/", 1)[1] for ref in data["contentSchema"]["oneOf"]]
+        for payload in payloads:
+            assert schemas[payload]["properties"]["type"]["const"] in events
+        # A reader without full access gets a summary step as a StepSummary.
+        step = schemas["ReasoningStepEvent"]["properties"]["step"]["anyOf"]
+        assert {ref["$ref"] for ref in step} == {
+            "#/components/schemas/ReasoningStep",
+            "#/components/schemas/StepSummary",
+        }
+
+
+def test_routes_taking_a_body_document_413_and_every_api_route_503() -> None:
+    for method, path, operation in _operations():
+        responses = operation["responses"]
+        if "requestBody" in operation:
+            assert "413" in responses, (method, path)
+        if path.startswith("/api/"):
+            assert "503" in responses, (method, path)

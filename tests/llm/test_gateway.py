@@ -306,7 +306,7 @@ async def test_the_estimate_counts_prompt_tokens_and_prices_the_dearest_candidat
     )
     messages = [{"role": "user", "content": "Summarise the history of the printing press."}]
 
-    estimate = gateway.estimate(LLMRequest(model="cheap", messages=messages, max_tokens=200))
+    estimate = await gateway.estimate(LLMRequest(model="cheap", messages=messages, max_tokens=200))
 
     tokens = litellm.token_counter(model="openai/cheap", messages=messages)
     assert estimate.input_tokens == tokens
@@ -318,7 +318,7 @@ async def test_the_estimate_of_a_possibly_unpriced_call_has_no_cost(
     fake_llm: FakeLLMServer, tmp_path: Path
 ) -> None:
     gateway = gateway_for(tmp_path, [fake_deployment(fake_llm, "mystery-model-7b")])
-    estimate = gateway.estimate(LLMRequest(model="mystery-model-7b", messages=HELLO))
+    estimate = await gateway.estimate(LLMRequest(model="mystery-model-7b", messages=HELLO))
     assert estimate.cost_usd is None
     assert estimate.max_output_tokens == gateway.default_max_tokens
 

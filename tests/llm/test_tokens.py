@@ -1,5 +1,6 @@
 """Prompt tokens counted message by message, cached, equal LiteLLM's count of the whole prompt."""
 
+import asyncio
 import json
 from typing import Any
 
@@ -71,3 +72,40 @@ def test_the_cache_is_bounded() -> None:
     assert counter.count("gpt-4o", messages) == expected
     assert len(counter._messages) == 5
     assert counter.count("gpt-4o", messages) == expected
+
+
+async def test_a_large_new_message_is_counted_off_the_event_loop() -> None:
+    """While a long message is tokenized, the loop runs other work; the count is LiteLLM's."""
+    counter = PromptTokens()
+    large = {"role": "user", "content": "word " * 8_000}  # 40,000 characters
+    counting = asyncio.ensure_future(counter.count_off_loop("gpt-4o", [large]))
+    seen_while_counting: list[bool] = []
+
+    async def other_work() -> None:
+        seen_while_counting.append(counting.done())
+
+    other = asyncio.ensure_future(other_work())
+    total = await counting
+    await other
+
+    assert seen_while_counting == [False]
+    assert total == litellm.token_counter(model="gpt-4o", messages=[large])
+    # Counted once: now from the cache, on the loop.
+    assert counter.count("gpt-4o", [large]) == total
+
+
+async def test_small_messages_are_counted_on_the_loop_without_a_thread_hop() -> None:
+    counter = PromptTokens()
+    small = {"role": "user", "content": "What is 17 * 23 + 4?"}
+    counting = asyncio.ensure_future(counter.count_off_loop("gpt-4o", [small]))
+    seen: list[bool] = []
+
+    async def other_work() -> None:
+        seen.append(counting.done())
+
+    other = asyncio.ensure_future(other_work())
+    total = await counting
+    await other
+
+    assert seen == [True]
+    assert total == litellm.token_counter(model="gpt-4o", messages=[small])

@@ -10,13 +10,12 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from app.chain import ChainMetrics, ChainStatus, TaskState
 from app.chain.models import utc_now
 from app.runs import RunManager
 from app.storage import Database
 from app.storage.run_log import RunLog, RunnerLease
 from app.storage.tasks import TaskRepository
-from app.storage.types import RawJSON
+from tests.factories import stored_task
 
 
 @pytest.fixture
@@ -44,30 +43,7 @@ async def _runner(log: RunLog, hostname: str, pid: int) -> RunnerLease:
 
 
 async def _running_task(log: RunLog, runner: RunnerLease, tenant: str) -> UUID:
-    task_id, chain_id, now = uuid4(), uuid4(), utc_now()
-    await log.create(
-        {
-            "id": task_id,
-            "tenant_id": tenant,
-            "user_id": "u",
-            "status": TaskState.WORKING,
-            "chain_id": chain_id,
-            "request": {"input": "x"},
-            "model": "demo",
-            "last_seq": 2,
-            "runner_id": runner.id,
-            "created_at": now,
-        },
-        {
-            "id": chain_id,
-            "task_id": task_id,
-            "tenant_id": tenant,
-            "agent_id": "react",
-            "status": ChainStatus.THINKING,
-            "metrics": RawJSON(ChainMetrics().model_dump_json()),
-            "started_at": now,
-        },
-    )
+    task_id, _ = await stored_task(log, tenant, runner_id=runner.id, last_seq=2)
     return task_id
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from app.agents import AgentTask, CoTAgent, ReasoningEngine
-from app.chain import ChainMetrics, ChainStatus, ErrorCode, ReasoningChain, TaskState, ToolType
+from app.chain import ChainStatus, ErrorCode, ReasoningChain, TaskState, ToolType
 from app.chain.models import utc_now
 from app.runs.audit import ToolAuditor
 from app.runs.live import LiveRun
@@ -27,11 +27,11 @@ from app.storage import Database
 from app.storage.errors import is_transient
 from app.storage.run_log import RunLog
 from app.storage.tables import cost_records, tasks
-from app.storage.types import RawJSON
 from app.tools.builtin import builtin_tools
 from app.tools.executor import ToolExecutor
 from app.tools.recording import CostRecord
 from app.tools.registry import ToolRegistry
+from tests.factories import stored_task
 
 # A step number no database column takes (past 64 bits): the database refuses the row.
 UNSTORABLE_NUMBER = 2**70
@@ -60,31 +60,9 @@ class Gated(CoTAgent):
 
 
 async def _live(log: RunLog, tenant: str, gate: asyncio.Event) -> LiveRun:
-    task_id, now = uuid4(), utc_now()
-    chain = ReasoningChain(task_id=str(task_id), agent_id=Gated.agent_id, tenant_id=tenant)
-    await log.create(
-        {
-            "id": task_id,
-            "tenant_id": tenant,
-            "user_id": "alice",
-            "status": TaskState.SUBMITTED,
-            "chain_id": chain.id,
-            "request": {"input": "x"},
-            "model": "demo",
-            "last_seq": 0,
-            "runner_id": None,
-            "created_at": now,
-        },
-        {
-            "id": chain.id,
-            "task_id": task_id,
-            "tenant_id": tenant,
-            "agent_id": chain.agent_id,
-            "status": ChainStatus.INITIALIZING,
-            "metrics": RawJSON(ChainMetrics().model_dump_json()),
-            "started_at": now,
-        },
-    )
+    chain = ReasoningChain(task_id="pending", agent_id=Gated.agent_id, tenant_id=tenant)
+    task_id, _ = await stored_task(log, tenant, chain_id=chain.id, status=TaskState.SUBMITTED)
+    chain.task_id = str(task_id)
     run = Gated(gate).start(AgentTask(id=str(task_id), input="x", tenant_id=tenant), chain=chain)
     view = ReaderView(VisibilityPolicy(), roles=frozenset(), full_access=False, sensitive_fields=())
     auditor = ToolAuditor(

@@ -270,3 +270,26 @@ async def test_a_nested_roles_claim_of_another_shape_is_refused_by_its_name() ->
 async def test_a_missing_nested_roles_claim_means_no_roles() -> None:
     verifier = TokenVerifier(SECRET, roles_claim="realm_access.roles")
     assert (await verifier.verify(_hs256(realm_access={}))).roles == frozenset()
+
+
+@pytest.mark.parametrize("claim", ["sub", "tenant_id"])
+@pytest.mark.parametrize("value", ["al\x00ice", "al\nice", "al\x7fice", "al\x85ice", "al\ud800ice"])
+async def test_an_id_claim_with_control_characters_or_surrogates_is_refused(
+    claim: str, value: str
+) -> None:
+    # PyJWT writes the claims as JSON; a lone surrogate travels as its `\ud800` escape.
+    reason = await _refusal(_hs256(**{claim: value}))
+    assert reason == f"the token's `{claim}` claim holds control characters"
+
+
+@pytest.mark.parametrize("role", ["mem\x00ber", "mem\tber", "x" * 65])
+async def test_a_role_with_control_characters_or_over_long_is_refused(role: str) -> None:
+    reason = await _refusal(_hs256(roles=["viewer", role]))
+    assert reason == (
+        "the token's `roles` claim holds a role of control characters or longer than 64 characters"
+    )
+
+
+async def test_an_id_of_letters_from_any_script_is_accepted() -> None:
+    principal = await TokenVerifier(SECRET).verify(_hs256(sub="Ĳsbrand-Łukasz 北京 \U0001f600"))
+    assert principal.subject == "Ĳsbrand-Łukasz 北京 \U0001f600"

@@ -3,7 +3,6 @@ steps only those that can teach the reader's view a secret, picked out by the da
 
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -11,11 +10,9 @@ import pytest
 
 from app.chain import (
     ChainMetrics,
-    ChainStatus,
     ReasoningStep,
     StepType,
     SynthesisInfo,
-    TaskState,
     ToolCallInfo,
     ToolType,
 )
@@ -25,6 +22,7 @@ from app.storage import Database
 from app.storage.chains import ChainRepository, StepRow
 from app.storage.run_log import RunLog, RunWrite
 from app.storage.types import RawJSON
+from tests.factories import stored_task
 
 SECRET = "hunter2-S3CRET-77ab"
 MAX_INT4 = 2**31 - 1
@@ -61,30 +59,8 @@ def _answer(conclusion: str) -> ReasoningStep:
 
 async def _stored_chain(database: Database, tenant: str, steps: list[ReasoningStep]) -> UUID:
     """A chain holding `steps` (numbered from 1), stored as runs store theirs."""
-    task_id, chain_id, now = uuid4(), uuid4(), datetime.now(UTC)
     log = RunLog(database)
-    await log.create(
-        {
-            "id": task_id,
-            "tenant_id": tenant,
-            "user_id": "u",
-            "status": TaskState.WORKING,
-            "chain_id": chain_id,
-            "request": {"input": "x"},
-            "model": "m",
-            "last_seq": 0,
-            "created_at": now,
-        },
-        {
-            "id": chain_id,
-            "task_id": task_id,
-            "tenant_id": tenant,
-            "agent_id": "a",
-            "status": ChainStatus.THINKING,
-            "metrics": RawJSON(ChainMetrics().model_dump_json()),
-            "started_at": now,
-        },
-    )
+    task_id, chain_id = await stored_task(log, tenant)
     metrics = RawJSON(ChainMetrics().model_dump_json())
     rows = []
     for number, step in enumerate(steps, start=1):

@@ -10,11 +10,11 @@ from uuid import UUID, uuid4
 import pytest
 from sqlalchemy import select
 
-from app.chain import ChainMetrics, ChainStatus, TaskState, ToolType
+from app.chain import ToolType
 from app.storage import Database
 from app.storage.run_log import RunLog, RunWrite
 from app.storage.tables import cost_records, model_usage
-from app.storage.types import RawJSON
+from tests.factories import stored_task
 
 TENANT = "usage-tenant"
 
@@ -25,33 +25,6 @@ async def databases(database_url: str) -> AsyncIterator[list[Database]]:
     yield engines
     for engine in engines:
         await engine.dispose()
-
-
-async def _task(log: RunLog, tenant: str) -> tuple[UUID, UUID]:
-    task_id, chain_id, now = uuid4(), uuid4(), datetime.now(UTC)
-    await log.create(
-        {
-            "id": task_id,
-            "tenant_id": tenant,
-            "user_id": "u",
-            "status": TaskState.WORKING,
-            "chain_id": chain_id,
-            "request": {"input": "x"},
-            "model": "m",
-            "last_seq": 0,
-            "created_at": now,
-        },
-        {
-            "id": chain_id,
-            "task_id": task_id,
-            "tenant_id": tenant,
-            "agent_id": "a",
-            "status": ChainStatus.THINKING,
-            "metrics": RawJSON(ChainMetrics().model_dump_json()),
-            "started_at": now,
-        },
-    )
-    return task_id, chain_id
 
 
 def _cost(
@@ -86,7 +59,7 @@ def _cost(
 async def test_concurrent_writers_add_up_exactly(databases: list[Database]) -> None:
     tenant = f"{TENANT}-{uuid4().hex[:8]}"
     logs = [RunLog(database) for database in databases]
-    task_id, chain_id = await _task(logs[0], tenant)
+    task_id, chain_id = await stored_task(logs[0], tenant)
     today = datetime.now(UTC)
     yesterday = today - timedelta(days=1)
     price = Decimal("0.100000000001")  # 12 places: floats would not sum this exactly

@@ -1,6 +1,5 @@
 """Chains: a task's chain, a chain with its steps, steps page by page, a tenant's chains."""
 
-from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
@@ -11,14 +10,15 @@ from app.api.chains.schemas import ChainOut, ChainPage, ChainSummary, StepPage
 from app.api.chains.service import chain_document, step_page
 from app.api.deps import State
 from app.api.errors import problems
-from app.api.query import aware
+from app.api.inputs import CheckedRoute
+from app.api.query import Moment, aware
 from app.api.tasks.service import MAX_SEQ
 from app.chain import ChainStatus
 from app.governance.audit import AuditAction
 from app.storage.chains import ChainRepository
 from app.storage.pagination import MAX_PAGE_SIZE, Cursor
 
-router = APIRouter(prefix="/api/v1", tags=["chains"])
+router = APIRouter(prefix="/api/v1", tags=["chains"], route_class=CheckedRoute)
 
 MAX_STEPS_PAGE = 1000
 _JSON = "application/json"
@@ -93,8 +93,8 @@ async def list_tenant_chains(
     state: State,
     status: ChainStatus | None = None,
     agent: str | None = None,
-    started_from: Annotated[datetime | None, Query(alias="from")] = None,
-    started_to: Annotated[datetime | None, Query(alias="to")] = None,
+    started_from: Annotated[Moment | None, Query(alias="from")] = None,
+    started_to: Annotated[Moment | None, Query(alias="to")] = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> ChainPage:

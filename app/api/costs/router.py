@@ -24,13 +24,14 @@ from app.api.costs.schemas import (
 )
 from app.api.deps import State
 from app.api.errors import VALIDATION, ApiError, FieldProblem, problems
-from app.api.query import aware
+from app.api.inputs import CheckedRoute
+from app.api.query import Day, Moment, aware
 from app.api.tasks.service import find_task
 from app.runs.errors import Forbidden
 from app.security.rbac import Permission
 from app.storage.costs import CostRepository, GroupBy, Totals, sum_records
 
-router = APIRouter(tags=["costs"])
+router = APIRouter(tags=["costs"], route_class=CheckedRoute)
 
 CSV = "text/csv"
 MAX_SPAN = timedelta(days=366)
@@ -83,8 +84,8 @@ async def get_costs(
     tenant_id: str,
     caller: RequireCostView,
     state: State,
-    since: Annotated[datetime | None, Query(alias="from", description="Inclusive, UTC.")] = None,
-    until: Annotated[datetime | None, Query(alias="to", description="Exclusive, UTC.")] = None,
+    since: Annotated[Moment | None, Query(alias="from", description="Inclusive, UTC.")] = None,
+    until: Annotated[Moment | None, Query(alias="to", description="Exclusive, UTC.")] = None,
     group_by: GroupBy | None = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1_000,
     accept: Annotated[str | None, Header()] = None,
@@ -124,8 +125,8 @@ async def get_usage(
     tenant_id: str,
     caller: RequireCostView,
     state: State,
-    since: Annotated[date | None, Query(alias="from", description="Inclusive UTC day.")] = None,
-    until: Annotated[date | None, Query(alias="to", description="Exclusive UTC day.")] = None,
+    since: Annotated[Day | None, Query(alias="from", description="Inclusive UTC day.")] = None,
+    until: Annotated[Day | None, Query(alias="to", description="Exclusive UTC day.")] = None,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     """The daily roll-up of model calls (kept as calls are recorded): per day and model, per

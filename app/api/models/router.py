@@ -6,9 +6,10 @@ from pydantic import BaseModel, Field
 from app.api.access import AnyCaller
 from app.api.deps import State
 from app.api.errors import problems
+from app.api.inputs import CheckedRoute
 from app.chain import USD
 
-router = APIRouter(prefix="/api/v1/models", tags=["models"])
+router = APIRouter(prefix="/api/v1/models", tags=["models"], route_class=CheckedRoute)
 
 
 class DeploymentOut(BaseModel):

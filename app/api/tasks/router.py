@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from app.api.access import RequireChainRead, RequireTaskCancel, RequireTaskCreate, RequireTaskRead
 from app.api.deps import ReadConnection, State
 from app.api.errors import problems
+from app.api.inputs import CheckedRoute
 from app.api.sse import EVENT_STREAM, EventStreamResponse
 from app.api.tasks.schemas import TaskAccepted, TaskOut, TaskPage, stream_url
 from app.api.tasks.service import (
@@ -24,7 +25,7 @@ from app.runs import TaskSubmission
 from app.storage.pagination import MAX_PAGE_SIZE, Cursor
 from app.storage.tasks import TaskRepository
 
-router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"])
+router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"], route_class=CheckedRoute)
 
 _STREAM_DOC = {
     "description": "The task's Server-Sent Events: `id:` is the event's sequence number.",

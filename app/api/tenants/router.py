@@ -1,7 +1,6 @@
 """/api/v1/tenants: tenants; their visibility settings, tools, quotas and model policy; their
 audit log."""
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, status
@@ -16,7 +15,8 @@ from app.api.access import (
 )
 from app.api.deps import State
 from app.api.errors import problems
-from app.api.query import aware, decode_int_cursor, decode_key_cursor, encode_key_cursor
+from app.api.inputs import CheckedRoute
+from app.api.query import Moment, aware, decode_int_cursor, decode_key_cursor, encode_key_cursor
 from app.api.tenants.schemas import (
     AuditEventOut,
     AuditPage,
@@ -42,7 +42,7 @@ from app.storage.audit import AuditRepository
 from app.storage.pagination import MAX_PAGE_SIZE
 from app.storage.tenants import TenantRepository
 
-router = APIRouter(prefix="/api/v1/tenants", tags=["tenants"])
+router = APIRouter(prefix="/api/v1/tenants", tags=["tenants"], route_class=CheckedRoute)
 
 
 @router.post(
@@ -100,6 +100,9 @@ async def patch_tenant(
 async def get_visibility(
     tenant_id: str, caller: RequireToolConfigure, state: State
 ) -> VisibilityPolicy:
+    """A thinking step (the model's reasoning) is shown at the level these rules give the LLM
+    tool (tool type `llm`, tool name `llm`), else at its stored level; a synthesis step (the
+    answer, which the task's `result` shows anyway) always at its stored level."""
     return (await caller.scope(state, tenant_id)).visibility
 
 
@@ -114,7 +117,10 @@ async def put_visibility(
     """Levels (`full`, `summary`, `hidden`) per tool type and per tool name, per-role
     overrides, and extra sensitive field names. Applies to every read from now on, of past
     chains too: steps are stored whole and filtered as they are served. Audited with the
-    settings before and after."""
+    settings before and after. A thinking step (the model's reasoning) is shown at the level
+    these rules give the LLM tool (tool type `llm`, tool name `llm`), else at its stored level;
+    a synthesis step (the answer, which the task's `result` shows anyway) always at its stored
+    level."""
     tenant = await caller.scope(state, tenant_id)
     record = await set_visibility(state, caller, tenant, policy)
     return VisibilityPolicy.model_validate(record.visibility)
@@ -213,8 +219,8 @@ async def get_audit(
     actor: Annotated[str | None, Query(max_length=255)] = None,
     resource_type: Annotated[str | None, Query(max_length=32)] = None,
     resource_id: Annotated[str | None, Query(max_length=255)] = None,
-    since: Annotated[datetime | None, Query(alias="from")] = None,
-    until: Annotated[datetime | None, Query(alias="to")] = None,
+    since: Annotated[Moment | None, Query(alias="from")] = None,
+    until: Annotated[Moment | None, Query(alias="to")] = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> AuditPage:

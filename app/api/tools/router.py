@@ -8,10 +8,11 @@ from pydantic import BaseModel
 from app.api.access import AnyCaller
 from app.api.deps import State
 from app.api.errors import problems
+from app.api.inputs import CheckedRoute
 from app.chain import ToolType
 from app.tools.permissions import permits
 
-router = APIRouter(prefix="/api/v1/tools", tags=["tools"])
+router = APIRouter(prefix="/api/v1/tools", tags=["tools"], route_class=CheckedRoute)
 
 
 class ToolOut(BaseModel):

@@ -139,7 +139,7 @@ class LLMTool(BaseTool):
         ]
 
     async def estimate(self, arguments: dict[str, Any], context: ToolCallContext) -> CallEstimate:
-        estimate = self._gateway.estimate(self.request(arguments, context.models))
+        estimate = await self._gateway.estimate(self.request(arguments, context.models))
         return CallEstimate(estimate.input_tokens, estimate.max_output_tokens, estimate.cost_usd)
 
     def summarize(self, result: ToolResultInfo) -> str:
