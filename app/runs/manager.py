@@ -93,7 +93,7 @@ class RunManager:
         self._audit_levels: dict[str, str] = {}
         self._runs: dict[UUID, LiveRun] = {}
         # Tasks stored but not yet live (between their rows and their run): not orphans.
-        self._admitting: set[UUID] = set()  # (for recovery only)
+        self._admitting: set[UUID] = set()
         self.metrics.count_active_runs(lambda: len(self._runs))
         self._heartbeat_s = heartbeat_s
         self._heartbeat: asyncio.Task[None] | None = None
@@ -394,14 +394,13 @@ class RunManager:
         with the closing events their streams never got; also this process's own tasks that
         are no longer live in it (a run whose end could not be stored). Returns how many."""
         ended = 0
-        orphans = await self._log.orphans(
-            self.lease,
-            lease_s=self.lease_s,
-            now=utc_now(),
-            live=self._runs.keys() | self._admitting,
-        )
+        orphans = await self._log.orphans(self.lease, lease_s=self.lease_s, now=utc_now())
         for task in orphans:
-            if task.runner_id == self.runner_id:  # its end could not be stored at the time
+            if task.runner_id == self.runner_id:
+                # Told apart now, after the read: a task admitted while it ran is live by now.
+                if task.id in self._runs or task.id in self._admitting:
+                    continue
+                # Its run is gone from this process: its end could not be stored at the time.
                 code, message = ErrorCode.INTERNAL_ERROR, "its run ended without its end stored"
             else:
                 code = ErrorCode.INTERRUPTED
@@ -410,7 +409,7 @@ class RunManager:
                 task, status=TaskState.FAILED, error_code=code, message=message
             )
         if ended:
-            logger.warning("marked %d runs of a previous process as interrupted", ended)
+            logger.warning("ended %d runs that no live process runs any more", ended)
         return ended
 
     async def shutdown(self, grace_s: float) -> None:

@@ -1,7 +1,7 @@
 """The write side of runs: a task's rows, then its steps, events and costs as they happen."""
 
 import os
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -211,13 +211,11 @@ class RunLog:
         async with self._database.transaction() as connection:
             await connection.execute(delete(runners).where(runners.c.id == runner_id))
 
-    async def orphans(
-        self, me: RunnerLease, *, lease_s: float, now: datetime, live: Collection[UUID]
-    ) -> list[TaskRecord]:
+    async def orphans(self, me: RunnerLease, *, lease_s: float, now: datetime) -> list[TaskRecord]:
         """Unfinished runs whose runner is gone: no such runner, a lapsed lease, or a process
         of this host that no longer exists (then known at once, without waiting for the
-        lease: a restarted server ends its predecessor's runs as it starts); and `me`'s own
-        runs that are not among its `live` ones (their end could not be stored)."""
+        lease: a restarted server ends its predecessor's runs as it starts); and every
+        unfinished run of `me`, which `me` tells apart from its live ones."""
         dead = [
             row.id
             for row in await self.runners()
@@ -243,8 +241,7 @@ class RunLog:
             rows = (await connection.execute(statement)).all()
             if dead:
                 await connection.execute(delete(runners).where(runners.c.id.in_(dead)))
-        records = [TaskRecord.model_validate(row._mapping) for row in rows]
-        return [r for r in records if r.runner_id != me.id or r.id not in live]
+        return [TaskRecord.model_validate(row._mapping) for row in rows]
 
     async def runner_alive(self, runner_id: str, *, lease_s: float, now: datetime) -> bool:
         """Whether a runner holds a lease that has not lapsed."""

@@ -15,6 +15,7 @@ from tests.service import JWT_SECRET, MODEL, Service
 from tests.sse import collect
 
 ROUNDS = 9
+STALLED_S = 120
 EVIL_REPLY = "four\x00 or \ud800five"
 
 
@@ -48,7 +49,8 @@ async def test_a_tenants_unstorable_data_does_not_slow_another_tenants_tasks(
         base_url=service.base_url, headers={"Authorization": f"Bearer {forged}"}
     )
     service.fake_llm.script(MODEL, *[Reply.text(EVIL_REPLY) for _ in range(ROUNDS + 1)])
-    async with bystander, attacker, forged_client:
+    # A task left unfinished leaves its stream open: fail then, rather than hang.
+    async with asyncio.timeout(STALLED_S), bystander, attacker, forged_client:
         await _submit_to_done(bystander)  # warm: the first task pays one-off costs
         alone = [await _submit_to_done(bystander) for _ in range(ROUNDS)]
         target = (await submit(attacker, input="anything"))["task_id"]

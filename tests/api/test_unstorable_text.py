@@ -2,6 +2,7 @@
 surrogates): it is stored, streamed and replayed with the documented stand-ins, and the task
 finishes like any other, on Postgres and SQLite alike."""
 
+import asyncio
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +13,7 @@ from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
 from tests.sse import collect
 
+STALLED_S = 60
 THINKING = "Let me add\x00 these \ud800up."
 ANSWER = "The sum is 4\x00, and that is \udfffall."
 
@@ -52,7 +54,8 @@ async def test_a_reply_with_nul_and_lone_surrogates_is_stored_and_the_task_finis
         Reply.text(ANSWER),
         Reply.text("again"),
     )
-    async with service.client(tenant) as client:
+    # A task left unfinished leaves its stream open: fail then, rather than hang.
+    async with asyncio.timeout(STALLED_S), service.client(tenant) as client:
         accepted = await submit(client, input="What is 2 + 2?")
         task_id = accepted["task_id"]
         async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:

@@ -81,7 +81,7 @@ async def test_a_live_runner_keeps_its_runs_until_its_lease_lapses(
         assert await _status(database, tenant, local_task) == ("working", None)
         later = utc_now() + timedelta(seconds=manager.lease_s + 1)
         await log.renew_lease(alive_here.id, later)
-        orphans = await log.orphans(manager.lease, lease_s=manager.lease_s, now=later, live=())
+        orphans = await log.orphans(manager.lease, lease_s=manager.lease_s, now=later)
         assert [task.id for task in orphans if task.tenant_id == tenant] == [remote_task]
     finally:
         await manager.stop(grace_s=1)
@@ -93,3 +93,23 @@ async def test_a_stopped_server_gives_up_its_lease(log: RunLog) -> None:
     assert manager.runner_id in {row.id for row in await log.runners()}
     await manager.stop(grace_s=1)
     assert manager.runner_id not in {row.id for row in await log.runners()}
+
+
+async def test_a_process_ends_its_own_run_whose_end_could_not_be_stored(
+    database: Database, log: RunLog, tenant: str
+) -> None:
+    """A task this very process owns but no longer runs (the writer could not store its end)
+    is ended by the process's next recovery, its lease notwithstanding."""
+    manager = RunManager(log, heartbeat_s=3600)
+    await manager.start()
+    try:
+        task_id = await _running_task(log, manager.lease, tenant)
+        assert await _status(database, tenant, task_id) == ("working", None)
+        assert await manager.recover() >= 1
+        assert await _status(database, tenant, task_id) == ("failed", "internal_error")
+        async with database.read() as connection:
+            task = await TaskRepository(connection, tenant).get(task_id)
+        assert task is not None
+        assert task.last_seq == 4  # chain_failed and done after the 2 stored events
+    finally:
+        await manager.stop(grace_s=1)
