@@ -10,12 +10,13 @@ from collections.abc import Sequence
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 from uuid import UUID
 
 from pydantic import ValidationError
 
-from app.agents import AgentRuntime, AgentTask, RuntimeSettings
+from app import cli_agents, cli_chat
+from app.agents import AgentRuntime, AgentTask, CoTAgent, RuntimeSettings
 from app.chain import (
     ChainCompletedEvent,
     ChainEvent,
@@ -29,6 +30,10 @@ from app.chain import (
 from app.config import InsecureSettings, Settings
 from app.llm import ModelConfigError
 from app.security import mint_token
+from app.tools.models import OutputDelta
+
+if TYPE_CHECKING:
+    from app.runs.agents import ResolvedAgent
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _PREVIEW_CHARS = 160
@@ -52,9 +57,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _list_tools(runtime, as_json=args.json)
     if args.command == "models":
         return _list_models(runtime, as_json=args.json)
-    task = AgentTask(input=args.task, tools=args.tools.split(",") if args.tools else None)
+    tools = args.tools.split(",") if args.tools else None
+    agent: CoTAgent = runtime.agent
+    label, model = "default@1", None
+    if args.agent:
+        try:
+            resolved = asyncio.run(_agent(settings, args.tenant, args.agent))
+        except LookupError as exc:
+            print(f"omniforge: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        definition = resolved.definition
+        agent, label, model = runtime.agent_for(definition.spec()), resolved.ref, definition.model
+        tools = tools if tools is not None else definition.tools
+    task = AgentTask(input=args.task, tools=tools, model=model)
     try:
-        return asyncio.run(_run(runtime, task, as_json=args.json, stream=args.stream))
+        return asyncio.run(_run(runtime, agent, label, task, as_json=args.json, stream=args.stream))
     except KeyboardInterrupt:
         print("\ninterrupted: the run was cancelled", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -81,7 +98,9 @@ def _configured(args: argparse.Namespace) -> tuple[Settings, AgentRuntime | None
             settings.hs256_secret()
         elif command == "token":
             settings.resolved_jwt_secret()
-        if command in ("serve", "migrate", "token", "tenant"):
+        if command == "chat" and getattr(args, "server", None) is None:
+            settings.hs256_secret()
+        if command in ("serve", "migrate", "token", "tenant", "agents", "chat"):
             _check_database_url(settings.resolved_database_url())
     except ValidationError as exc:
         raise ConfigurationError(_problems(exc)) from None
@@ -231,6 +250,8 @@ _SERVICE_COMMANDS = {
     "token": _token,
     "openapi": _openapi,
     "tenant": _tenant,
+    "agents": cli_agents.run,
+    "chat": cli_chat.run,
 }
 
 
@@ -256,6 +277,8 @@ def _parser() -> argparse.ArgumentParser:
         default="auto",
         help="tool calling: native, text ReAct, or auto (native when the model supports it)",
     )
+    run.add_argument("--agent", help="an agent definition, `name` or `name@N` (of --tenant)")
+    run.add_argument("--tenant", default="default", help="the tenant of --agent")
     run.add_argument("--json", action="store_true", help="print the events as JSON lines")
     run.add_argument("--stream", action="store_true", help="show model output as it streams")
     serve = commands.add_parser("serve", help="migrate the database, then serve the HTTP API")
@@ -279,6 +302,8 @@ def _parser() -> argparse.ArgumentParser:
     for verb in ("disable", "enable"):
         command = tenant_commands.add_parser(verb, help=f"{verb} a tenant")
         command.add_argument("id", help="the tenant id")
+    cli_agents.add_commands(commands)
+    cli_chat.add_command(commands)
     openapi = commands.add_parser("openapi", help="print the API's OpenAPI document")
     openapi.add_argument("--output", type=Path, help="write it here (openapi/openapi.json)")
     tools = commands.add_parser("tools", help="list the tools with their JSON schemas")
@@ -288,15 +313,41 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _run(runtime: AgentRuntime, task: AgentTask, *, as_json: bool, stream: bool) -> int:
+async def _agent(settings: Settings, tenant: str, ref: str) -> "ResolvedAgent":
+    """The agent version `ref` names in `tenant`, from the configured database (`LookupError`
+    when there is none, or it is archived)."""
+    from app.runs.agents import AgentArchived, resolve_agent
+    from app.storage import Database, upgrade_to_head
+
+    database = Database(settings.resolved_database_url())
+    try:
+        await upgrade_to_head(database)
+        async with database.read() as connection:
+            try:
+                return await resolve_agent(connection, tenant, ref)
+            except AgentArchived as exc:
+                raise LookupError(str(exc)) from None
+    finally:
+        await database.dispose()
+
+
+async def _run(
+    runtime: AgentRuntime,
+    agent: CoTAgent,
+    label: str,
+    task: AgentTask,
+    *,
+    as_json: bool,
+    stream: bool,
+) -> int:
     out = sys.stdout
     if not as_json:
         model = task.model or runtime.settings.default_model
-        print(f"OmniForge · task {task.id} · model {model} · agent react", file=out)
+        print(f"OmniForge · task {task.id} · model {model} · agent {label}", file=out)
     on_delta = _DeltaPrinter(out) if stream and not as_json else None
     llm_calls: set[UUID] = set()
     outcome = EXIT_FAILED
-    async for event in runtime.agent.process_task(task, on_delta=on_delta):
+    async for event in agent.process_task(task, on_delta=on_delta):
         if as_json:
             print(event.model_dump_json(), file=out, flush=True)
         else:
@@ -427,13 +478,17 @@ def _price(value: Decimal | None) -> str | None:
 
 
 class _DeltaPrinter:
-    """Prints streamed model text as it arrives, on its own indented line."""
+    """Prints the model's streamed answer text as it arrives, on its own indented line (its
+    reasoning, where a provider streams it apart, is left to the steps)."""
 
     def __init__(self, out: TextIO) -> None:
         self._out = out
         self._open = False
 
-    def __call__(self, text: str) -> None:
+    def __call__(self, delta: OutputDelta) -> None:
+        if delta.kind != "content":
+            return
+        text = delta.text
         if not self._open:
             self._out.write("      ")
             self._open = True

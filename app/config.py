@@ -155,6 +155,20 @@ class Settings(BaseSettings):
     llm_max_output_tokens: int = Field(
         default=4096, ge=1, description="Output cap the agent asks for, and budgets assume."
     )
+    output_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="Times an agent with a `response_format` may answer again after an answer "
+        "that does not match it; then its task fails `invalid_output`.",
+    )
+    compact_at: float = Field(
+        default=0.8,
+        gt=0,
+        le=1,
+        description="A prompt larger than this share of its model's input window is compacted "
+        "first: the oldest part of the conversation is summarised by one LLM call.",
+    )
 
     @model_validator(mode="after")
     def _production_needs_a_way_to_verify_tokens(self) -> Self:

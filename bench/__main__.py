@@ -1,5 +1,5 @@
-"""`python -m bench [steps|gateway|guards|inputs|service|all] [--quick]`: prints each figure
-with its conditions."""
+"""`python -m bench [steps|gateway|guards|inputs|deltas|service|all] [--quick]`: prints each
+figure with its conditions."""
 
 import argparse
 import logging
@@ -12,6 +12,7 @@ from bench import (
     gateway_latency,
     guard_overhead,
     input_check,
+    output_delta,
     service_chain_read,
     service_live_chains,
     service_sse_latency,
@@ -34,7 +35,7 @@ def main() -> None:
     parser.add_argument(
         "which",
         nargs="?",
-        choices=["steps", "gateway", "guards", "inputs", "service", "all"],
+        choices=["steps", "gateway", "guards", "inputs", "deltas", "service", "all"],
         default="all",
     )
     parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
@@ -52,6 +53,8 @@ def main() -> None:
         _guards(calls=400 if args.quick else 2000)
     if args.which in ("inputs", "all"):
         _inputs(repeat=500 if args.quick else 2000)
+    if args.which in ("deltas", "all"):
+        _deltas(rounds=2 if args.quick else 5)
     if args.which in ("service", "all"):
         _service(quick=args.quick)
 
@@ -68,6 +71,25 @@ def _inputs(repeat: int) -> None:
             f"  {figure.label:<45} plain {figure.plain_us:9.1f} µs   checked"
             f" {figure.checked_us:9.1f} µs   added {figure.added_us:8.1f} µs"
         )
+
+
+def _deltas(rounds: int) -> None:
+    r = output_delta.run(rounds=rounds)
+    print(
+        "\nServer CPU per streamed output delta (stream_output: fake LLM server streaming one"
+        " word per chunk -> LiteLLM -> llm tool -> run channel -> SSE bytes to one subscriber)\n"
+        f"  conditions: the service on uvicorn in its own process, Postgres 127.0.0.1; fake LLM"
+        f" servers in their own processes answering {r.short_words} and {r.long_words} words;"
+        f" {r.tasks} tasks of each kind, one at a time, each its own POST stream to `done`, kinds"
+        f" interleaved over {r.rounds} rounds; {r.deltas_per_long_task} deltas received per"
+        " long task\n"
+        f"  server CPU per task: {r.short_words} words streamed {r.per_task_ms(r.short_cpu_s):.1f}"
+        f" ms, {r.long_words} words streamed {r.per_task_ms(r.long_cpu_s):.1f} ms, not streamed"
+        f" {r.per_task_ms(r.unstreamed_cpu_s):.1f} ms\n"
+        f"  CPU per delta {r.cpu_us_per_delta:.0f} µs (over not streaming:"
+        f" {r.streaming_us_per_delta:.0f} µs); of which the service's own part (stamp, event"
+        f" JSON and frame, channel, one subscriber; in-process) {r.own_us:.1f} µs"
+    )
 
 
 def _steps(tasks: int) -> None:

@@ -34,6 +34,7 @@ def fake_deployment(
     native_tools: bool | None = None,
     timeout_s: float | None = None,
     deployment_id: str | None = None,
+    max_input_tokens: int | None = None,
 ) -> dict[str, Any]:
     """A model list entry served by the fake server as `upstream` (default: `model_name`).
     Prices are strings, as a YAML author writes them."""
@@ -53,6 +54,8 @@ def fake_deployment(
         info["output_cost_per_token"] = float(output_cost)
     if native_tools is not None:
         info["supports_function_calling"] = native_tools
+    if max_input_tokens is not None:
+        info["max_input_tokens"] = max_input_tokens
     return {"model_name": model_name, "litellm_params": params, "model_info": info}
 
 

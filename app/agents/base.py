@@ -5,10 +5,12 @@ import contextlib
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal, Self
 
 from app.agents.engine import ReasoningEngine
 from app.agents.models import AgentTask
+from app.agents.spec import AgentSpec
 from app.chain import (
     BudgetLimit,
     BudgetWarningEvent,
@@ -22,22 +24,45 @@ from app.chain import (
     ReasoningChain,
     ReasoningStep,
     ReasoningStepEvent,
+    SynthesisInfo,
     TaskState,
     TaskStatusEvent,
 )
 from app.chain.budget import WARNING_RATIO, nearly_used
 from app.chain.errors import ChainAbort
+from app.llm import LLMGateway
 from app.tools.executor import ToolExecutor
 from app.tools.guards import ToolGuard
-from app.tools.models import ModelAccess
+from app.tools.models import ModelAccess, OutputDelta
 
 logger = logging.getLogger(__name__)
 
 _FINAL_STATES = {
     ChainStatus.COMPLETED: TaskState.COMPLETED,
+    ChainStatus.INCOMPLETE: TaskState.INCOMPLETE,
     ChainStatus.FAILED: TaskState.FAILED,
     ChainStatus.CANCELLED: TaskState.CANCELLED,
 }
+
+
+ToolCallingMode = Literal["auto", "native", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentParts:
+    """What the runtime gives every agent it builds: the executor and gateway of the process,
+    and the defaults of what a spec leaves unset."""
+
+    executor: ToolExecutor
+    gateway: LLMGateway
+    default_model: str
+    max_iterations: int
+    max_output_tokens: int | None
+    mode: ToolCallingMode = "auto"
+    # Compact a prompt past this share of its model's input window (None: never).
+    compact_at: float | None = None
+    # Answers that miss a `response_format` the model may correct before its task fails.
+    output_retries: int = 2
 
 
 class CoTAgent(ABC):
@@ -49,6 +74,9 @@ class CoTAgent(ABC):
     """
 
     agent_id: ClassVar[str] = "cot"
+    # Prompts past this share of their model's input window are compacted before the call
+    # (None: never); the runtime sets it on the agents it builds.
+    compact_at: float | None = None
 
     def __init__(
         self,
@@ -61,6 +89,16 @@ class CoTAgent(ABC):
         self.default_model = default_model
         self.max_output_tokens = max_output_tokens
 
+    @classmethod
+    def from_spec(cls, spec: AgentSpec, parts: AgentParts) -> Self:
+        """An agent of this kind for one task of a definition. Kinds whose constructor takes
+        more than the executor override it."""
+        return cls(
+            parts.executor,
+            default_model=spec.model or parts.default_model,
+            max_output_tokens=spec.max_output_tokens or parts.max_output_tokens,
+        )
+
     @abstractmethod
     async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
         """Works on the task through `engine`; returns when done, raises `ChainAbort` to
@@ -71,45 +109,81 @@ class CoTAgent(ABC):
         task: AgentTask,
         *,
         chain: ReasoningChain | None = None,
-        on_delta: Callable[[str], None] | None = None,
+        on_delta: Callable[[OutputDelta], None] | None = None,
         guards: Sequence[ToolGuard] = (),
         models: ModelAccess | None = None,
     ) -> "AgentRun":
         """Starts reasoning in a background task; events are buffered until read. `guards`
         watch this run's calls besides the executor's own (its budget, its tenant's limits);
         `models` says which models it may reach. A budget set on `chain` is enforced for
-        duration here, and reported on every step."""
+        duration here, and reported on every step. With `on_delta`, LLM calls stream and
+        each piece of their replies is handed to it the moment it arrives, its `after` set."""
         chain = chain or ReasoningChain(
             task_id=task.id, agent_id=self.agent_id, tenant_id=task.tenant_id
         )
+        output = None if on_delta is None else _Output(on_delta)
         engine = ReasoningEngine(
             chain,
             self.executor,
             task,
             default_model=self.default_model,
             max_output_tokens=self.max_output_tokens,
-            on_delta=on_delta,
+            on_delta=output,
             guards=guards,
             models=models,
+            compact_at=self.compact_at,
         )
-        return AgentRun(self, task, engine)
+        return AgentRun(self, task, engine, output=output)
 
     async def process_task(
-        self, task: AgentTask, *, on_delta: Callable[[str], None] | None = None
+        self, task: AgentTask, *, on_delta: Callable[[OutputDelta], None] | None = None
     ) -> AsyncIterator[ChainEvent]:
         """Runs the task and yields its events, ending with `done`."""
         async for event in self.start(task, on_delta=on_delta).events():
             yield event
 
 
+class _Output:
+    """Where a run's output deltas go, each with `after` set: the run counts here every event
+    it emits, so a delta's place in the run's stream is known the moment it comes, without
+    waiting for the events before it to be read."""
+
+    __slots__ = ("_deliver", "emitted")
+
+    def __init__(self, deliver: Callable[[OutputDelta], None]) -> None:
+        self._deliver = deliver
+        self.emitted = 0
+
+    def __call__(self, delta: OutputDelta) -> None:
+        self._deliver(
+            OutputDelta(
+                delta.step_id,
+                delta.correlation_id,
+                delta.attempt,
+                delta.kind,
+                delta.text,
+                delta.level,
+                self.emitted,
+            )
+        )
+
+
 class AgentRun:
     """One running task: its chain, its events (one reader), and `cancel`."""
 
-    def __init__(self, agent: CoTAgent, task: AgentTask, engine: ReasoningEngine) -> None:
+    def __init__(
+        self,
+        agent: CoTAgent,
+        task: AgentTask,
+        engine: ReasoningEngine,
+        *,
+        output: _Output | None = None,
+    ) -> None:
         self.task = task
         self.chain = engine.chain
         self._agent = agent
         self._engine = engine
+        self._output = output
         self._queue: asyncio.Queue[ChainEvent] = asyncio.Queue()
         self._cancel_reason: str | None = None
         self._cancel_code = ErrorCode.CANCELLED
@@ -213,7 +287,10 @@ class AgentRun:
                 ChainStatus.FAILED, ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
             )
         else:
-            self._finish(ChainStatus.COMPLETED)
+            answer = _conclusion(self.chain)
+            # An answer given because a limit stopped the run (`on_limit: answer`).
+            stopped = answer is not None and answer.stop_reason is not None
+            self._finish(ChainStatus.INCOMPLETE if stopped else ChainStatus.COMPLETED)
 
     def _finish(
         self,
@@ -229,11 +306,14 @@ class AgentRun:
         chain.remove_listener(self._on_step)
         metrics = chain.metrics.model_copy()
         if error_code is None:
+            answer = _conclusion(chain)
             self._emit(
                 ChainCompletedEvent(
                     task_id=self.task.id,
                     chain_id=chain.id,
-                    answer=_conclusion(chain),
+                    answer=None if answer is None else answer.conclusion,
+                    output=None if answer is None else answer.output,
+                    stop_reason=None if answer is None else answer.stop_reason,
                     metrics=metrics,
                 )
             )
@@ -284,11 +364,13 @@ class AgentRun:
 
     def _emit(self, event: ChainEvent) -> None:
         self._queue.put_nowait(event)
+        if self._output is not None:
+            self._output.emitted += 1
 
 
-def _conclusion(chain: ReasoningChain) -> str | None:
-    """The chain's answer: the conclusion of its last synthesis step."""
+def _conclusion(chain: ReasoningChain) -> SynthesisInfo | None:
+    """The chain's answer: its last synthesis step's."""
     for step in reversed(chain.steps):
         if step.synthesis is not None:
-            return step.synthesis.conclusion
+            return step.synthesis
     return None

@@ -5,8 +5,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
 
+from app.agents.compaction import COMPACTION, Compactor
 from app.agents.models import AgentTask
 from app.chain import (
+    ErrorCode,
     ReasoningChain,
     ReasoningStep,
     StepType,
@@ -16,10 +18,19 @@ from app.chain import (
     VisibilityConfig,
     VisibilityLevel,
 )
-from app.tools.builtin.llm import LLM_TOOL_NAME
+from app.chain.errors import ChainAbort
+from app.chain.models import StopReason
+from app.tools.builtin.llm import LLM_TOOL_NAME, LLMTool
+from app.tools.errors import InvalidToolArguments
 from app.tools.executor import ToolExecutor
 from app.tools.guards import ToolGuard
-from app.tools.models import ModelAccess, ToolCallContext, ToolDefinition
+from app.tools.models import (
+    CallEstimate,
+    ModelAccess,
+    OutputDelta,
+    ToolCallContext,
+    ToolDefinition,
+)
 from app.tools.permissions import permits
 from app.tools.results import ToolInvocation, ToolResult
 
@@ -72,9 +83,10 @@ class ReasoningEngine:
         *,
         default_model: str,
         max_output_tokens: int | None = None,
-        on_delta: Callable[[str], None] | None = None,
+        on_delta: Callable[[OutputDelta], None] | None = None,
         guards: Sequence[ToolGuard] = (),
         models: ModelAccess | None = None,
+        compact_at: float | None = None,
     ) -> None:
         self.chain = chain
         self.task = task
@@ -93,9 +105,21 @@ class ReasoningEngine:
             guards=tuple(guards),
             models=models,
         )
+        # With `on_delta`, every LLM call streams its reply there as it arrives.
+        self._on_delta = on_delta
         self._llm_context = replace(self._context, on_delta=on_delta)
         # The last LLM call's step number and conversation, to record the next one compactly.
         self._last_conversation: tuple[int, list[dict[str, Any]]] | None = None
+        registry = executor.registry
+        llm = registry.entry(LLM_TOOL_NAME).tool if LLM_TOOL_NAME in registry else None
+        self._llm = llm if isinstance(llm, LLMTool) else None
+        # The arguments of the call being fitted into its model's window.
+        self._fitting: dict[str, Any] = {}
+        self._compactor = (
+            None
+            if compact_at is None or self._llm is None
+            else Compactor(compact_at, self._prompt_tokens, self._summarise)
+        )
 
     def available_tools(self) -> list[ToolDefinition]:
         """The tools offered to the model: those this task may call and its caller may use,
@@ -132,11 +156,18 @@ class ReasoningEngine:
         sources: Sequence[UUID],
         *,
         visibility: VisibilityLevel = VisibilityLevel.FULL,
+        output: Any = None,
+        stop_reason: StopReason | None = None,
     ) -> ReasoningStep:
+        """The answer. `output`: the answer as JSON, matching the agent's `response_format`;
+        `stop_reason`: the limit that stopped the run, which then ends `incomplete`."""
+        synthesis = SynthesisInfo(
+            conclusion=conclusion, sources=list(sources), output=output, stop_reason=stop_reason
+        )
         return self.chain.add_step(
             ReasoningStep(
                 type=StepType.SYNTHESIS,
-                synthesis=SynthesisInfo(conclusion=conclusion, sources=list(sources)),
+                synthesis=synthesis,
                 visibility=VisibilityConfig(level=visibility),
             )
         )
@@ -154,6 +185,7 @@ class ReasoningEngine:
         stop: list[str] | None = None,
         parent_step_id: UUID | None = None,
         visibility: VisibilityLevel | None = None,
+        response_format: dict[str, Any] | None = None,
     ) -> LLMCallResult:
         """Calls a model with a `prompt` or `messages`, as a step pair of the `llm` tool."""
         arguments: dict[str, Any] = {"model": model or self.default_model}
@@ -165,9 +197,33 @@ class ReasoningEngine:
             "temperature": temperature,
             "max_tokens": max_tokens or self._max_output_tokens,
             "stop": stop,
+            "response_format": response_format,
         }
         arguments.update({key: value for key, value in optional.items() if value is not None})
+        if messages is not None and self._compactor is not None and self._llm is not None:
+            # What the model is sent may be compacted; the caller's messages stay whole.
+            self._fitting = arguments
+            window = self._llm.input_window(arguments, self._context.models)
+            fitted = await self._compactor.fit(arguments["messages"], window)
+            arguments["messages"] = fitted
+            messages = fitted
+        return await self._call(arguments, messages, parent_step_id, visibility)
+
+    async def _call(
+        self,
+        arguments: dict[str, Any],
+        messages: list[dict[str, Any]] | None,
+        parent_step_id: UUID | None,
+        visibility: VisibilityLevel | None,
+        *,
+        stream: bool = True,
+    ) -> LLMCallResult:
         context = self._llm_context
+        if not stream:
+            context = self._context
+        elif visibility is not None and self._on_delta is not None:
+            # The call's step is stored at this level: its output is shown as the step is.
+            context = replace(context, on_delta=_at_level(self._on_delta, visibility))
         if parent_step_id is not None:
             context = context.at(parent_step_id=parent_step_id)
         result = await self._executor.execute(
@@ -181,6 +237,62 @@ class ReasoningEngine:
         if messages is not None:
             self._last_conversation = (result.call_step.step_number, list(messages))
         return LLMCallResult(result)
+
+    async def _prompt_tokens(self, messages: list[dict[str, Any]]) -> int:
+        """A prompt's tokens for the call being fitted, counted as the budget's estimate
+        counts them (the model's tokenizer, its tools included)."""
+        assert self._llm is not None
+        arguments = {**self._fitting, "messages": messages}
+        arguments.pop("purpose", None)
+        estimate = await self._llm.estimate(arguments, self._context)
+        return estimate.input_tokens
+
+    async def _summarise(self, prompt: list[dict[str, Any]], max_tokens: int) -> str:
+        """The compaction's own LLM call: a recorded step, within the budget."""
+        arguments = {
+            "model": self._fitting["model"],
+            "messages": prompt,
+            "max_tokens": max_tokens,
+            "purpose": COMPACTION,
+        }
+        # Not the answer being written: nothing of it is streamed to readers.
+        reply = await self._call(arguments, None, None, None, stream=False)
+        if not reply.success:
+            info = reply.result.info
+            raise ChainAbort(
+                ErrorCode.LLM_ERROR,
+                f"summarising the earlier conversation failed: {info.error_code}: {info.error}",
+            )
+        return reply.content or ""
+
+    async def estimate_llm(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: Sequence[str] | None = None,
+        max_tokens: int | None = None,
+        response_format: dict[str, Any] | None = None,
+        added_input_tokens: int = 0,
+    ) -> CallEstimate | None:
+        """What the budget guard will estimate for `call_llm(messages=...)` with these
+        arguments: prompt tokens counted, the output cap as output, the dearest model that
+        may answer. `added_input_tokens`: what the prompt will hold beyond `messages` by
+        then. None when no such call can be made (no LLM tool, an unknown model)."""
+        if self._llm is None:
+            return None
+        arguments: dict[str, Any] = {"model": self.default_model, "messages": list(messages)}
+        optional = {
+            "tools": list(tools) if tools else None,
+            "max_tokens": max_tokens or self._max_output_tokens,
+            "response_format": response_format,
+        }
+        arguments.update({key: value for key, value in optional.items() if value is not None})
+        try:
+            return await self._llm.estimate(
+                arguments, self._context, added_input_tokens=added_input_tokens
+            )
+        except InvalidToolArguments:
+            return None
 
     def _compact(
         self, arguments: dict[str, Any], messages: list[dict[str, Any]] | None
@@ -220,3 +332,12 @@ class ReasoningEngine:
         if parent_step_id is not None:
             context = context.at(parent_step_id=parent_step_id)
         return await self._executor.execute_batch(self.chain, context, invocations)
+
+
+def _at_level(
+    deliver: Callable[[OutputDelta], None], level: VisibilityLevel
+) -> Callable[[OutputDelta], None]:
+    def at_level(delta: OutputDelta) -> None:
+        deliver(replace(delta, level=level))
+
+    return at_level

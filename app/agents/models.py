@@ -26,6 +26,12 @@ class AgentTask(BaseModel):
         "calls to them are refused. None: no caller to check (library use).",
     )
     metadata: dict[str, Any] = Field(default_factory=dict)
+    history: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Earlier turns of the task's conversation as chat messages in OpenAI "
+        "format (inputs, the model's tool calls, tool results, answers), in order; the model "
+        "sees them before this task's own messages.",
+    )
 
     @model_validator(mode="after")
     def _one_input(self) -> Self:

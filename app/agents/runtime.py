@@ -6,7 +6,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from app.agents.react import ReActAgent, ToolCallingMode
+from app.agents.base import AgentParts, CoTAgent, ToolCallingMode
+from app.agents.kinds import AgentKinds
+from app.agents.react import ReActAgent
+from app.agents.spec import AgentSpec
 from app.llm import LLMGateway, load_model_list
 from app.tools.base import BaseTool
 from app.tools.builtin import builtin_tools
@@ -38,6 +41,8 @@ class RuntimeSettings(BaseModel):
     llm_initial_backoff_s: float
     llm_max_backoff_s: float
     llm_max_output_tokens: int
+    compact_at: float = 0.8
+    output_retries: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +54,14 @@ class AgentRuntime:
     registry: ToolRegistry
     executor: ToolExecutor
     agent: ReActAgent
+    """The built-in default agent (a spec with nothing set)."""
+    kinds: AgentKinds
+    parts: AgentParts
+
+    def agent_for(self, spec: AgentSpec) -> CoTAgent:
+        """A new agent for one task of a definition (`UnknownAgentKind` for a kind this
+        process does not have)."""
+        return self.kinds.build(spec, self.parts)
 
     @classmethod
     def build(
@@ -59,6 +72,7 @@ class AgentRuntime:
         guards: Sequence[ToolGuard] = (),
         recorder: CostRecorder | None = None,
         mode: ToolCallingMode = "auto",
+        kinds: AgentKinds | None = None,
     ) -> "AgentRuntime":
         gateway = LLMGateway(
             load_model_list(settings.models_file),
@@ -80,12 +94,17 @@ class AgentRuntime:
             recorder=recorder,
             max_result_chars=settings.max_result_chars,
         )
-        agent = ReActAgent(
+        parts = AgentParts(
             executor,
             gateway,
             default_model=settings.default_model,
             max_iterations=settings.max_iterations,
             max_output_tokens=settings.llm_max_output_tokens,
             mode=mode,
+            compact_at=settings.compact_at,
+            output_retries=settings.output_retries,
         )
-        return cls(settings, gateway, registry, executor, agent)
+        kinds = kinds or AgentKinds.with_plugins()
+        agent = ReActAgent.from_spec(AgentSpec(), parts)
+        agent.compact_at = parts.compact_at
+        return cls(settings, gateway, registry, executor, agent, kinds, parts)

@@ -115,3 +115,4 @@ RequireCostConfigure = Annotated[Caller, Depends(_requires(Permission.COST_CONFI
 RequireCostView = Annotated[Caller, Depends(_requires(Permission.COST_VIEW))]
 RequireTenantManage = Annotated[Caller, Depends(_requires(Permission.TENANT_MANAGE))]
 RequireAuditRead = Annotated[Caller, Depends(_requires(Permission.AUDIT_READ))]
+RequireAgentConfigure = Annotated[Caller, Depends(_requires(Permission.AGENT_CONFIGURE))]

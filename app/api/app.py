@@ -9,8 +9,10 @@ from fastapi import FastAPI
 
 from app.agents import AgentRuntime, RuntimeSettings
 from app.api import health, metrics
+from app.api.agents.router import router as agents_router
 from app.api.auth import BearerAuthentication
 from app.api.chains.router import router as chains_router
+from app.api.conversations.router import router as conversations_router
 from app.api.costs.router import router as costs_router
 from app.api.errors import install_error_handlers
 from app.api.inputs import BodyLimit
@@ -106,6 +108,8 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(tasks_router)
+    app.include_router(agents_router)
+    app.include_router(conversations_router)
     app.include_router(chains_router)
     app.include_router(tenants_router)
     app.include_router(tools_router)

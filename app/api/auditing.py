@@ -47,13 +47,16 @@ async def record_change(
     action: AuditAction,
     before: Any,
     after: Any,
+    resource_type: str = "tenant",
+    resource_id: str | None = None,
 ) -> None:
-    """A change of a tenant's configuration: who, and what it was before and after."""
+    """A change of a tenant's configuration (by default the tenant itself, else the resource
+    named): who, and what it was before and after."""
     row = audit_row(
         actor=caller.subject,
         action=action,
-        resource_type="tenant",
-        resource_id=tenant_id,
+        resource_type=resource_type,
+        resource_id=tenant_id if resource_id is None else resource_id,
         details={"before": before, "after": after, "actor_tenant": caller.tenant_id},
         at=utc_now(),
     )

@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from app.governance.quotas import QuotaRefusal, RateLimited, retry_after_header
+from app.runs.agents import AgentArchived, UnknownAgent
 from app.runs.errors import (
     Forbidden,
     InvalidSubmission,
@@ -23,8 +24,10 @@ from app.runs.errors import (
     ToolsNotPermitted,
 )
 from app.security import AuthenticationFailed
+from app.storage.agents import AgentExists
 from app.storage.errors import is_transient
 from app.storage.pagination import InvalidCursor
+from app.storage.run_log import ConversationBusy
 from app.storage.tenants import TenantExists
 
 logger = logging.getLogger(__name__)
@@ -53,6 +56,10 @@ TENANT_EXISTS = ProblemType("tenant-exists", "Tenant already exists", 409)
 NOT_FOUND = ProblemType("not-found", "Not found", 404)
 METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", "Method not allowed", 405)
 TASK_FINISHED = ProblemType("task-finished", "Task already finished", 409)
+AGENT_EXISTS = ProblemType("agent-exists", "Agent already exists", 409)
+AGENT_ARCHIVED = ProblemType("agent-archived", "Agent archived", 409)
+AGENT_BUILTIN = ProblemType("agent-builtin", "Built-in agent", 409)
+CONVERSATION_BUSY = ProblemType("conversation-busy", "Conversation busy", 409)
 TASK_ELSEWHERE = ProblemType("task-running-elsewhere", "Task runs on another instance", 409)
 PAYLOAD_TOO_LARGE = ProblemType("payload-too-large", "Request body too large", 413)
 VALIDATION = ProblemType("validation-error", "Invalid request", 422)
@@ -95,6 +102,12 @@ class Problem(BaseModel):
     runner: str | None = Field(
         default=None,
         description="On 409 `task-running-elsewhere`: the instance that runs the task.",
+    )
+    agent: str | None = Field(
+        default=None, description="On 409 `agent-exists` and `agent-archived`: the agent."
+    )
+    running_task_id: str | None = Field(
+        default=None, description="On 409 `conversation-busy`: the turn that is running."
     )
 
 
@@ -176,6 +189,16 @@ def _as_api_error(exc: Exception) -> ApiError | None:
             )
         case TaskAlreadyFinished():
             return ApiError(TASK_FINISHED, str(exc))
+        case AgentArchived():
+            return ApiError(AGENT_ARCHIVED, str(exc), extra={"agent": exc.name})
+        case AgentExists():
+            return ApiError(AGENT_EXISTS, str(exc), extra={"agent": exc.name})
+        case UnknownAgent():
+            errors = [FieldProblem(field="body.agent", message=str(exc))]
+            return ApiError(VALIDATION, str(exc), errors=errors)
+        case ConversationBusy():
+            extra = {} if exc.running is None else {"running_task_id": str(exc.running)}
+            return ApiError(CONVERSATION_BUSY, str(exc), extra=extra)
         case TaskRunsElsewhere():
             return ApiError(TASK_ELSEWHERE, str(exc), extra={"runner": exc.runner_id})
         case ModelNotApproved():
@@ -316,6 +339,10 @@ def install_error_handlers(app: FastAPI) -> None:
         InvalidSubmission,
         InvalidCursor,
         RateLimited,
+        AgentArchived,
+        AgentExists,
+        UnknownAgent,
+        ConversationBusy,
     ):
         app.add_exception_handler(domain_error, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)

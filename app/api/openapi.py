@@ -1,15 +1,16 @@
 """The OpenAPI document, as committed in `openapi/openapi.json` (a test keeps it current)."""
 
 import json
-from typing import Any, get_args
+from typing import Annotated, Any, Union, get_args
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from app.api.errors import PROBLEM_JSON, problems
 from app.api.sse import EVENT_STREAM
 from app.chain import ChainEvent
+from app.chain.events import OutputDeltaEvent
 from app.config import Settings
 from app.security.visibility import StepSummary
 
@@ -17,19 +18,27 @@ _REF = "#/components/schemas/{model}"
 _STREAM_DESCRIPTION = (
     "One Server-Sent Event per stored event of the task: `id:` its sequence number (gap-free "
     "from 1; send it back as `Last-Event-ID` to resume), `event:` its type, `data:` its JSON "
-    "(`itemSchema` gives each frame's schema). Comments (`: keep-alive`) come while the stream "
-    "is idle. The stream closes after `done`."
+    "(`itemSchema` gives each frame's schema). A task submitted with `stream_output` also "
+    "streams `output_delta` events while each LLM call runs: live only, without `id:`, never "
+    "stored or replayed, each after the call's step and before the step that completes it "
+    "(which holds the whole text); a subscriber that falls far behind skips some. Comments "
+    "(`: keep-alive`) come while the stream is idle. The stream closes after `done`."
 )
+# Every event a stream may carry: the stored ones, and the live deltas.
+_STREAMED: Any = Annotated[
+    Union[(*get_args(get_args(ChainEvent)[0]), OutputDeltaEvent)],
+    Field(discriminator="type"),
+]
 
 
 def _event_types() -> list[str]:
-    union = get_args(get_args(ChainEvent)[0])
+    union = get_args(get_args(_STREAMED)[0])
     return [model.model_fields["type"].default for model in union]
 
 
 def _stream_item(components: dict[str, Any]) -> dict[str, Any]:
     """The schema of one SSE frame, its payload schemas added to `components`."""
-    data = TypeAdapter(ChainEvent).json_schema(mode="serialization", ref_template=_REF)
+    data = TypeAdapter(_STREAMED).json_schema(mode="serialization", ref_template=_REF)
     definitions = data.pop("$defs", {})
     summary = StepSummary.model_json_schema(mode="serialization", ref_template=_REF)
     definitions.update(summary.pop("$defs", {}), StepSummary=summary)
@@ -44,9 +53,12 @@ def _stream_item(components: dict[str, Any]) -> dict[str, Any]:
         components.setdefault(name, definition)
     return {
         "type": "object",
-        "required": ["id", "event", "data"],
+        "required": ["event", "data"],
         "properties": {
-            "id": {"type": "string", "description": "The event's sequence number."},
+            "id": {
+                "type": "string",
+                "description": "The event's sequence number; `output_delta` events have none.",
+            },
             "event": {"type": "string", "enum": _event_types()},
             "data": {
                 "type": "string",

@@ -7,21 +7,23 @@ from collections.abc import AsyncIterator, Mapping
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.runs import StreamEvent
+from app.runs.channel import StreamItem
 
 KEEPALIVE_FRAME = b": keep-alive\n\n"
 EVENT_STREAM = "text/event-stream"
 
 
 class EventStreamResponse(Response):
-    """Streams pre-encoded events (`None` sends a keep-alive comment). A disconnect cancels
-    the stream's reader only: whatever produces the events goes on."""
+    """Streams pre-encoded events (`None` sends a keep-alive comment): stored events with
+    their `id:`, live deltas without one, so that a client's Last-Event-ID stays the last
+    stored event it got. A disconnect cancels the stream's reader only: whatever produces
+    the events goes on."""
 
     media_type = EVENT_STREAM
 
     def __init__(
         self,
-        events: AsyncIterator[StreamEvent | None],
+        events: AsyncIterator[StreamItem],
         *,
         status_code: int = 200,
         headers: Mapping[str, str] | None = None,

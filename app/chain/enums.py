@@ -40,6 +40,8 @@ class ChainStatus(StrEnum):
     TOOL_CALLING = "tool_calling"
     WAITING = "waiting"
     COMPLETED = "completed"
+    # Stopped by a limit (`stop_reason`) after answering from what it had (`on_limit: answer`).
+    INCOMPLETE = "incomplete"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
@@ -49,7 +51,7 @@ class ChainStatus(StrEnum):
 
 
 _TERMINAL_CHAIN_STATUSES = frozenset(
-    {ChainStatus.COMPLETED, ChainStatus.FAILED, ChainStatus.CANCELLED}
+    {ChainStatus.COMPLETED, ChainStatus.INCOMPLETE, ChainStatus.FAILED, ChainStatus.CANCELLED}
 )
 
 
@@ -59,6 +61,9 @@ class TaskState(StrEnum):
     SUBMITTED = "submitted"
     WORKING = "working"
     COMPLETED = "completed"
+    # A limit stopped it and it answered from what it had: `result` holds that answer and
+    # `stop_reason` names the limit.
+    INCOMPLETE = "incomplete"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
@@ -67,7 +72,9 @@ class TaskState(StrEnum):
         return self in _TERMINAL_TASK_STATES
 
 
-_TERMINAL_TASK_STATES = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELLED})
+_TERMINAL_TASK_STATES = frozenset(
+    {TaskState.COMPLETED, TaskState.INCOMPLETE, TaskState.FAILED, TaskState.CANCELLED}
+)
 
 
 class ErrorCode(StrEnum):
@@ -86,3 +93,7 @@ class ErrorCode(StrEnum):
     CANCELLED = "cancelled"
     INTERRUPTED = "interrupted"
     INTERNAL_ERROR = "internal_error"
+    # The final answer never matched the agent's `response_format`, retries included.
+    INVALID_OUTPUT = "invalid_output"
+    # The conversation cannot be made to fit the model's input window.
+    CONTEXT_WINDOW = "context_window"

@@ -7,7 +7,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from app.chain.budget import Budget, BudgetLimit
 from app.chain.enums import ErrorCode, TaskState
-from app.chain.models import ChainMetrics, ReasoningStep, utc_now
+from app.chain.models import ChainMetrics, ReasoningStep, StopReason, utc_now
 
 
 class _Event(BaseModel):
@@ -47,10 +47,14 @@ class BudgetWarningEvent(_Event):
 
 class ChainCompletedEvent(_Event):
     """The chain ended with an answer: `answer` is its conclusion (the last synthesis step),
-    None for an agent that concluded without one."""
+    None for an agent that concluded without one; `output` the answer as JSON, for an agent
+    with a `response_format`. With a `stop_reason` the task is `incomplete`: that limit
+    stopped the run, and the answer is what the agent had by then."""
 
     type: Literal["chain_completed"] = "chain_completed"
     answer: str | None = None
+    output: Any = None
+    stop_reason: StopReason | None = None
     metrics: ChainMetrics
 
 
@@ -70,6 +74,26 @@ class DoneEvent(_Event):
 
     type: Literal["done"] = "done"
     final_state: TaskState
+
+
+class OutputDeltaEvent(_Event):
+    """A piece of an LLM call's reply while the call runs, for a task submitted with
+    `stream_output`: `delta` is the text, `kind` says whether of the answer (`content`) or of
+    the model's reasoning (`reasoning`, where the provider streams it apart). `step_id` is the
+    call's `tool_call` step; `correlation_id` ties it to the `tool_result` step that completes
+    the call and holds the whole text. A call retried after its stream broke off streams
+    again from the start with the next `attempt`.
+
+    Live only: sent without an SSE `id:`, never stored and never replayed; it comes after
+    the call's step and before the step that completes it.
+    """
+
+    type: Literal["output_delta"] = "output_delta"
+    step_id: UUID
+    correlation_id: UUID
+    attempt: int = Field(ge=1)
+    kind: Literal["content", "reasoning"]
+    delta: str
 
 
 ChainEvent = Annotated[

@@ -3,7 +3,7 @@
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Self
+from typing import Any, Literal, Self
 from uuid import UUID, uuid4
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -87,11 +87,19 @@ class ThinkingInfo(_Model):
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
+StopReason = Literal["max_iterations", "max_cost_usd", "max_tokens", "max_llm_calls"]
+"""The limits an agent with `on_limit: answer` answers at instead of failing."""
+
+
 class SynthesisInfo(_Model):
-    """A conclusion and the steps it rests on."""
+    """A conclusion and the steps it rests on. `output` is the conclusion as JSON, when the
+    agent has a `response_format` and the conclusion matches it. `stop_reason` says that a
+    limit stopped the run and this is what it answered from what it had."""
 
     conclusion: str
     sources: list[UUID] = Field(default_factory=list)
+    output: Any = None
+    stop_reason: StopReason | None = None
 
 
 class VisibilityConfig(_Model):

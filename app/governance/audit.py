@@ -16,6 +16,9 @@ class AuditAction(StrEnum):
     CHAIN_READ = "chain.read"
     CHAIN_EXPORT = "chain.export"
     CHAIN_STREAM = "chain.stream"
+    AGENT_CREATE = "agent.create"
+    AGENT_UPDATE = "agent.update"
+    AGENT_ARCHIVE = "agent.archive"
 
 
 def audit_row(

@@ -1,6 +1,7 @@
 """The LLM gateway: one LiteLLM Router over the model list, with fallbacks, usage and cost."""
 
 import inspect
+import json
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -102,9 +103,24 @@ class LLMGateway:
     def fallbacks(self, model: str) -> list[str]:
         return self._fallbacks.get(model, [])
 
+    def input_window(self, model: str, fallbacks: list[str] | None = None) -> int | None:
+        """The most prompt tokens a call to `model` may send: the smallest window of every
+        deployment that may answer it (its fallbacks' too). None when one is not known."""
+        names = [model, *(self.fallbacks(model) if fallbacks is None else fallbacks)]
+        windows = [d.max_input_tokens for name in names for d in self.deployments(name)]
+        if not windows or any(window is None for window in windows):
+            return None
+        return min(window for window in windows if window is not None)
+
     def supports_native_tools(self, model: str) -> bool:
         """True when every deployment of the model can take OpenAI-style tools."""
         return all(d.supports_tools for d in self.deployments(model))
+
+    def supports_response_schema(self, model: str) -> bool:
+        """True when LiteLLM says every deployment that may answer the model (its fallbacks'
+        too) takes a JSON Schema `response_format`."""
+        names = [model, *self.fallbacks(model)]
+        return all(_supports_response_schema(d) for name in names for d in self.deployments(name))
 
     async def warm_up(self) -> None:
         """Runs one call on the in-process demo model, so LiteLLM's lazily loaded code and
@@ -144,6 +160,7 @@ class LLMGateway:
             request,
             response,
             content=message.content,
+            reasoning=getattr(message, "reasoning_content", None) or None,
             tool_calls=tool_calls,
             finish_reason=response.choices[0].finish_reason,
             usage=getattr(response, "usage", None),
@@ -152,7 +169,9 @@ class LLMGateway:
         )
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMDelta | LLMResponse]:
-        """Yields text deltas as they arrive, then the complete `LLMResponse`."""
+        """Yields text deltas as they arrive, then the complete `LLMResponse`. Reasoning a
+        provider streams apart from the answer (LiteLLM's `reasoning_content`) comes as
+        `reasoning` deltas, and in the response's `reasoning`."""
         kwargs = self._call_kwargs(request)
         kwargs.update(stream=True, stream_options={"include_usage": True})
         with tracking_attempts() as attempts:
@@ -161,6 +180,7 @@ class LLMGateway:
             except Exception as exc:
                 raise _call_error(exc, attempts) from exc
         parts: list[str] = []
+        thoughts: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish_reason: str | None = None
         usage: Any = None
@@ -172,6 +192,10 @@ class LLMGateway:
                 choice = chunk.choices[0]
                 finish_reason = choice.finish_reason or finish_reason
                 delta = choice.delta
+                reasoning = getattr(delta, "reasoning_content", None)
+                if reasoning:
+                    thoughts.append(reasoning)
+                    yield LLMDelta(reasoning, "reasoning")
                 if delta.content:
                     parts.append(delta.content)
                     yield LLMDelta(delta.content)
@@ -187,6 +211,7 @@ class LLMGateway:
             request,
             stream,
             content="".join(parts) or None,
+            reasoning="".join(thoughts) or None,
             tool_calls=[
                 LLMToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
                 for i, c in sorted(calls.items())
@@ -197,7 +222,9 @@ class LLMGateway:
             streamed=True,
         )
 
-    async def estimate(self, request: LLMRequest) -> LLMEstimate:
+    async def estimate(self, request: LLMRequest, *, added_input_tokens: int = 0) -> LLMEstimate:
+        """`added_input_tokens`: what the prompt will hold beyond `request.messages` when the
+        call is made (a reply still to come), counted as input."""
         fallbacks = (
             self.fallbacks(request.model) if request.fallbacks is None else request.fallbacks
         )
@@ -206,8 +233,13 @@ class LLMGateway:
             for name in [request.model, *fallbacks]
             for deployment in self.deployments(name)
         ]
-        input_tokens = await self._prompt_tokens.count_off_loop(
-            candidates[0].litellm_model, request.messages, request.tools
+        messages = request.messages
+        if request.response_format is not None:
+            # Providers put the schema into the prompt, and bill it as input.
+            schema = json.dumps(request.response_format, ensure_ascii=False)
+            messages = [*messages, {"role": "system", "content": schema}]
+        input_tokens = added_input_tokens + await self._prompt_tokens.count_off_loop(
+            candidates[0].litellm_model, messages, request.tools
         )
         max_output = request.max_tokens or self.default_max_tokens
         costs = [d.cost_of_tokens(input_tokens, max_output) for d in candidates]
@@ -227,6 +259,7 @@ class LLMGateway:
             "temperature": request.temperature,
             "max_tokens": request.max_tokens,
             "stop": request.stop or None,
+            "response_format": request.response_format,
         }
         kwargs.update({key: value for key, value in optional.items() if value is not None})
         if request.fallbacks is not None:
@@ -244,6 +277,7 @@ class LLMGateway:
         usage: Any,
         attempts: list[FailedAttempt],
         streamed: bool,
+        reasoning: str | None = None,
     ) -> LLMResponse:
         hidden = getattr(response, "_hidden_params", None) or {}
         deployment = self._deployments.get(str(hidden.get("model_id")))
@@ -276,6 +310,7 @@ class LLMGateway:
             cost_usd=cost,
             unpriced=cost is None,
             failed_attempts=list(attempts),
+            reasoning=reasoning,
         )
 
 
@@ -305,6 +340,17 @@ def _call_error(exc: Exception, attempts: list[FailedAttempt]) -> LLMCallError:
         retry_after_s=error.retry_after_s,
         failed_attempts=list(attempts),
     )
+
+
+def _supports_response_schema(deployment: Deployment) -> bool:
+    try:
+        return bool(
+            litellm.supports_response_schema(
+                model=deployment.litellm_model, custom_llm_provider=deployment.provider
+            )
+        )
+    except Exception:  # a model LiteLLM does not know: no
+        return False
 
 
 def _counted_usage(

@@ -27,6 +27,9 @@ class Deployment:
     price: ModelPrice | None
     supports_tools: bool
     max_output_tokens: int | None
+    # The most prompt tokens it takes (model list `model_info.max_input_tokens`, else
+    # LiteLLM's model map); None: not known.
+    max_input_tokens: int | None = None
 
     @property
     def priced(self) -> bool:
@@ -67,6 +70,7 @@ def resolve_deployment(config: DeploymentConfig, deployment_id: str) -> Deployme
     max_output = config.model_info.get("max_output_tokens") or (entry or {}).get(
         "max_output_tokens"
     )
+    max_input = config.model_info.get("max_input_tokens") or (entry or {}).get("max_input_tokens")
     return Deployment(
         id=deployment_id,
         model_name=config.model_name,
@@ -76,6 +80,7 @@ def resolve_deployment(config: DeploymentConfig, deployment_id: str) -> Deployme
         price=price,
         supports_tools=bool(supports),
         max_output_tokens=int(max_output) if max_output else None,
+        max_input_tokens=int(max_input) if max_input else None,
     )
 
 

@@ -2,9 +2,13 @@
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 from app.chain import FailedAttempt
+
+DeltaKind = Literal["content", "reasoning"]
+"""What a streamed piece of a reply is: the answer's text, or the model's reasoning (for
+providers that stream it apart from the answer, as `reasoning_content`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +22,9 @@ class LLMRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     stop: list[str] | None = None
+    # OpenAI's `{"type": "json_schema", "json_schema": {"name", "schema"}}`: the provider holds
+    # the answer to the schema. Only for models whose every deployment supports it.
+    response_format: dict[str, Any] | None = None
     # The models to fall back to, in order, instead of the model list's (e.g. only those the
     # tenant approved); None: the model list's fallbacks.
     fallbacks: list[str] | None = None
@@ -47,13 +54,16 @@ class LLMResponse:
     cost_usd: Decimal | None
     unpriced: bool
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
+    # The model's reasoning, for providers that return it apart from the answer.
+    reasoning: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class LLMDelta:
-    """A piece of streamed text."""
+    """A piece of streamed text: of the answer (`content`) or of the reasoning."""
 
     text: str
+    kind: DeltaKind = "content"
 
 
 @dataclass(frozen=True, slots=True)

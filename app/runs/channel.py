@@ -1,9 +1,15 @@
 """A live run's stream: events are published once they are stored, and every subscriber
-follows the same in-memory list from its own position; publishing wakes them all."""
+follows the same in-memory list from its own position; publishing wakes them all.
+
+Output deltas (`output_delta`, the model's reply as it streams) are pushed the moment they
+come, not stored: each follows the stored event it came after, and only subscribers following
+when it is pushed get it. They are kept in a bounded buffer, so a subscriber that falls behind
+by more than the buffer holds skips the oldest deltas instead of making the run keep them."""
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import InitVar, dataclass, field
 from datetime import datetime
 from uuid import UUID
 
@@ -41,15 +47,42 @@ class StreamEvent:
         object.__setattr__(self, "frame", frame)
 
 
+@dataclass(frozen=True, slots=True)
+class LiveDelta:
+    """An `output_delta` event, its JSON `data` kept only as its SSE frame: live only, so it
+    has no `seq` and its frame no `id:`. `after` is the seq of the stored event it follows
+    (the events its run had emitted when it came); `facts` are those of its LLM call's step,
+    by which a reader's view shows it or not."""
+
+    after: int
+    facts: StepFacts
+    data: InitVar[str]
+    frame: bytes = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self, data: str) -> None:
+        object.__setattr__(self, "frame", f"event: output_delta\ndata: {data}\n\n".encode())
+
+
+StreamItem = StreamEvent | LiveDelta | None
+"""What a task's stream is made of: stored events, live deltas and keep-alives (None)."""
+
 KEEPALIVE = None
 """What `follow` yields when the stream has been idle for the keep-alive interval."""
 
+DELTA_BUFFER = 256
+"""How many of a run's latest deltas its channel keeps for subscribers still on their way to
+them (a few hundred bytes each)."""
+
 
 class RunChannel:
-    """The events of one live run, from seq 1, in order and without gaps."""
+    """The events of one live run, from seq 1, in order and without gaps; and its live deltas,
+    each after the event it follows."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, delta_buffer: int = DELTA_BUFFER) -> None:
         self._events: list[StreamEvent] = []
+        self._deltas: deque[LiveDelta] = deque(maxlen=delta_buffer)
+        # Deltas ever pushed: a subscriber's position among them, however many the buffer lost.
+        self._pushed = 0
         self._changed = asyncio.Event()
         self._closed = False
 
@@ -66,18 +99,49 @@ class RunChannel:
         self._events.extend(events)
         self._wake()
 
+    def push(self, delta: LiveDelta) -> None:
+        """Hands a delta to the subscribers following now, without waiting for anything
+        stored. Deltas come in the order of the events they follow; one pushed after the end
+        has nobody to go to and is dropped."""
+        if self._closed:
+            return
+        if self._deltas and delta.after < self._deltas[-1].after:
+            raise ValueError(
+                f"a delta after {delta.after} pushed behind one after {self._deltas[-1].after}"
+            )
+        self._deltas.append(delta)
+        self._pushed += 1
+        self._wake()
+
     def close(self) -> None:
         """No more events: subscribers end once they have read everything."""
         self._closed = True
         self._wake()
 
-    async def follow(
+    def follow(
         self, after: int = 0, *, keepalive_s: float | None = None
-    ) -> AsyncIterator[StreamEvent | None]:
-        """Every event with `seq > after`, the moment it is published; `None` (KEEPALIVE)
-        after each idle `keepalive_s`. Ends when the channel is closed and read to the end."""
+    ) -> AsyncGenerator[StreamItem, None]:
+        """Every event with `seq > after`, the moment it is published, and every delta pushed
+        from this call on, right after the event it follows (none that follow an event at or
+        before `after`); `None` (KEEPALIVE) after each idle `keepalive_s`. Ends when the
+        channel is closed and its events read to the end. A follower more than the buffer
+        behind on deltas skips those the buffer no longer holds."""
+        return self._follow(after, self._pushed, keepalive_s)
+
+    async def _follow(
+        self, after: int, seen: int, keepalive_s: float | None
+    ) -> AsyncGenerator[StreamItem, None]:
         index = after
         while True:
+            if seen < self._pushed:
+                oldest = self._pushed - len(self._deltas)
+                seen = max(seen, oldest)
+                delta = self._deltas[seen - oldest]
+                if delta.after <= index:
+                    seen += 1
+                    if delta.after >= after:
+                        yield delta
+                    continue
             if index < len(self._events):
                 event = self._events[index]
                 index += 1

@@ -1,15 +1,28 @@
 """A run live in this process: what records it, what streams it, and whether it is stored."""
 
 import asyncio
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 from app.agents import AgentRun
-from app.runs.channel import RunChannel
+from app.chain import StepType, ToolType, VisibilityLevel
+from app.chain.events import OutputDeltaEvent
+from app.runs.channel import LiveDelta, RunChannel
 from app.runs.metrics import RunLabels
 from app.runs.recorder import RunRecorder
+from app.security.visibility import StepFacts
+from app.storage.text import dump_model
+from app.tools.builtin.llm import LLM_TOOL_NAME
+from app.tools.models import OutputDelta
 from app.tools.recording import CostRecord
+
+# A delta is shown as the `tool_call` step of its LLM call is: these are that step's facts.
+_LLM_CALL_FACTS = {
+    level: StepFacts(StepType.TOOL_CALL, ToolType.LLM, LLM_TOOL_NAME, level)
+    for level in VisibilityLevel
+}
 
 
 @dataclass(slots=True)
@@ -34,3 +47,33 @@ class LiveRun:
     def stored_seq(self) -> int:
         """The last event of this run known to be stored."""
         return self.channel.last_seq
+
+    def stream_output(self, delta: OutputDelta) -> None:
+        """Hands a piece of the run's output to its subscribers as an `output_delta` event,
+        at once: it is never stored. A run whose events can no longer be stored streams no
+        more (its end is numbered after what was stored, not after what it emitted)."""
+        if self.broken:
+            return
+        event = OutputDeltaEvent(
+            task_id=str(self.task_id),
+            chain_id=self.recorder.chain.id,
+            step_id=delta.step_id,
+            correlation_id=delta.correlation_id,
+            attempt=delta.attempt,
+            kind=delta.kind,
+            delta=delta.text,
+        )
+        self.channel.push(LiveDelta(delta.after, _LLM_CALL_FACTS[delta.level], dump_model(event)))
+
+
+def output_to(runs: Mapping[UUID, LiveRun], task_id: UUID) -> Callable[[OutputDelta], None]:
+    """Where a run started with `stream_output` hands its deltas: to the task's live run,
+    looked up as each comes, since the run is started before the live run that records it
+    exists (a delta of a run no longer live here has nobody to go to)."""
+
+    def deliver(delta: OutputDelta) -> None:
+        live = runs.get(task_id)
+        if live is not None:
+            live.stream_output(delta)
+
+    return deliver

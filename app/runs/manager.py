@@ -15,6 +15,7 @@ from uuid import UUID, uuid4
 from app.agents import AgentRun, AgentRuntime, AgentTask
 from app.chain import (
     Budget,
+    BudgetLimit,
     ChainStatus,
     DoneEvent,
     ErrorCode,
@@ -32,15 +33,17 @@ from app.governance.quotas import (
     admit_submission,
     remember,
 )
+from app.runs.agents import BUILTIN_AGENT, ResolvedAgent
 from app.runs.audit import ToolAuditor
 from app.runs.channel import RunChannel
+from app.runs.conversations import ConversationHistories
 from app.runs.errors import (
     InvalidSubmission,
     ModelNotApproved,
     TaskRunsElsewhere,
     ToolsNotPermitted,
 )
-from app.runs.live import LiveRun
+from app.runs.live import LiveRun, output_to
 from app.runs.metrics import RunLabels, RunMetrics
 from app.runs.models import RunPolicy, TaskSubmission
 from app.runs.recorder import RunRecorder, closing_events, event_row
@@ -67,6 +70,17 @@ class SubmittedTask:
     status: TaskState
 
 
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A task that continues a conversation: the history its run starts from, rebuilt from
+    the `turns` turns stored before it (the conversation must still have exactly that many
+    when the task is stored, and none unfinished)."""
+
+    conversation_id: UUID
+    turns: int
+    history: list[dict[str, Any]]
+
+
 class RunManager:
     """The runs of this process. Also the runtime's `CostRecorder`: a run's cost records are
     written in the same transaction as the steps that follow them."""
@@ -86,6 +100,8 @@ class RunManager:
         self.limits: LimitStore = limits or InProcessLimitStore()
         self.metrics = metrics or RunMetrics()
         self._writer = RunWriter(log, self.metrics, audit_flush_s=audit_flush_s)
+        # Conversations' histories, kept from turn to turn.
+        self.histories = ConversationHistories()
         # Tenant windows already filled from the calls recorded before this process held them.
         self._remembered: set[str] = set()
         self._runtime: AgentRuntime | None = None
@@ -153,18 +169,45 @@ class RunManager:
         if live is not None:
             live.costs.append(record)
 
-    def validate(self, submission: TaskSubmission, policy: RunPolicy) -> None:
+    def validate(
+        self,
+        submission: TaskSubmission,
+        policy: RunPolicy,
+        agent: ResolvedAgent = BUILTIN_AGENT,
+    ) -> None:
         """Refuses a task naming a model or tools this service does not have or its tenant
-        did not enable (`InvalidSubmission`), or tools its caller may not use
-        (`ToolsNotPermitted`)."""
+        did not enable, or more than its agent allows (`InvalidSubmission`), or tools its
+        caller may not use (`ToolsNotPermitted`)."""
         runtime = self.runtime
         problems: list[FieldError] = []
         refused: list[FieldError] = []
-        model = self.model_of(submission, policy)
+        spec = agent.definition
+        if spec.kind not in runtime.kinds:
+            known = ", ".join(runtime.kinds.names())
+            problems.append(
+                FieldError(
+                    "agent",
+                    f"agent {agent.ref} is of kind {spec.kind!r}, which this "
+                    f"service does not have (available: {known})",
+                )
+            )
+        if (
+            submission.model is not None
+            and spec.model is not None
+            and (submission.model != spec.model)
+        ):
+            problems.append(
+                FieldError(
+                    "model",
+                    f"agent {agent.ref} runs on {spec.model!r}; a task may "
+                    "not choose another model",
+                )
+            )
+        model = self.model_of(submission, policy, agent)
         if not runtime.gateway.has_model(model):
             known = ", ".join(runtime.gateway.model_names())
             problems.append(FieldError("model", f"unknown model {model!r}; available: {known}"))
-        elif not policy.models.approves(model):
+        elif not policy.models.approves(model) and not problems:
             raise ModelNotApproved(model, policy.models.approved_of(runtime.gateway.model_names()))
         enabled = policy.enabled_tools
         for index, name in enumerate(submission.tools or []):
@@ -173,26 +216,48 @@ class RunManager:
                 problems.append(FieldError(field, f"unknown tool {name!r}"))
             elif enabled is not None and name not in enabled:
                 problems.append(FieldError(field, f"{name!r} is not enabled for this tenant"))
+            elif spec.tools is not None and name not in spec.tools:
+                problems.append(FieldError(field, f"agent {agent.ref} does not have {name!r}"))
             elif not permits(definition := runtime.registry.definition(name), policy.roles):
                 roles = ", ".join(definition.permissions.required_roles)
                 refused.append(FieldError(field, f"{name!r} requires one of the roles: {roles}"))
+        for name in spec.tools or []:
+            if name not in runtime.registry or (enabled is not None and name not in enabled):
+                problems.append(
+                    FieldError(
+                        "agent", f"agent {agent.ref}'s tool {name!r} is not enabled for this tenant"
+                    )
+                )
+        problems.extend(_wider_budget(submission, agent))
         if problems:
             raise InvalidSubmission(problems)
         if refused:
             raise ToolsNotPermitted(refused)
 
-    def model_of(self, submission: TaskSubmission, policy: RunPolicy) -> str:
-        """The model a task runs on: its own, else its tenant's default, else the service's."""
+    def model_of(
+        self, submission: TaskSubmission, policy: RunPolicy, agent: ResolvedAgent = BUILTIN_AGENT
+    ) -> str:
+        """The model a task runs on: its own, else its agent's, else its tenant's default,
+        else the service's."""
         return (
-            submission.model or policy.models.default_model or self.runtime.settings.default_model
+            submission.model
+            or agent.definition.model
+            or policy.models.default_model
+            or self.runtime.settings.default_model
         )
 
     async def submit(
-        self, principal: Principal, submission: TaskSubmission, policy: RunPolicy
+        self,
+        principal: Principal,
+        submission: TaskSubmission,
+        policy: RunPolicy,
+        agent: ResolvedAgent = BUILTIN_AGENT,
+        turn: Turn | None = None,
     ) -> SubmittedTask:
-        """Stores the task and its chain, then starts the run; returns once both rows exist.
-        Refuses (`RateLimited`) a task over its tenant's submission rate or concurrent runs."""
-        self.validate(submission, policy)
+        """Stores the task and its chain, then starts `agent` on it; returns once both rows
+        exist. Refuses (`RateLimited`) a task over its tenant's submission rate or concurrent
+        runs, and (`ConversationBusy`) a turn while another turn of its conversation runs."""
+        self.validate(submission, policy, agent)
         runtime = self.runtime
         quotas = policy.quotas
         try:
@@ -201,11 +266,12 @@ class RunManager:
             self.metrics.submission_refused(principal.tenant_id, exc.refusal.limit)
             raise
         task_id, now = uuid4(), utc_now()
-        model = self.model_of(submission, policy)
-        budget = (submission.budget or Budget()).over(quotas.default_budget)
+        model = self.model_of(submission, policy, agent)
+        spec = agent.definition
+        budget = (submission.budget or Budget()).over(spec.budget).over(quotas.default_budget)
         chain = ReasoningChain(
             task_id=str(task_id),
-            agent_id=runtime.agent.agent_id,
+            agent_id=agent.ref,
             tenant_id=principal.tenant_id,
             started_at=now,
             budget=None if budget.is_empty else budget,
@@ -214,7 +280,9 @@ class RunManager:
             await self._remember(principal.tenant_id, policy)
         self._admitting.add(task_id)
         try:
-            await self._create(principal, submission, policy, task_id, chain, model, now)
+            await self._create(
+                principal, submission, policy, task_id, chain, model, now, agent, turn
+            )
         except BaseException:
             self._admitting.discard(task_id)
             if grant is not None:  # a task that was not accepted does not count
@@ -231,17 +299,17 @@ class RunManager:
             tenant_id=principal.tenant_id,
             user_id=principal.subject,
             model=model,
-            tools=submission.tools
-            if submission.tools is not None or policy.enabled_tools is None
-            else sorted(policy.enabled_tools),
+            tools=_tools_of(submission, policy, agent),
             roles=policy.roles,
             metadata=submission.metadata,
+            history=[] if turn is None else turn.history,
         )
         models = policy.models
         restricts_models = models.approved is not None or bool(models.max_output_tokens)
-        run = runtime.agent.start(
+        run = runtime.agent_for(spec.spec()).start(
             task,
             chain=chain,
+            on_delta=output_to(self._runs, task_id) if submission.stream_output else None,
             guards=self._guards(chain, principal.tenant_id, policy),
             models=models if restricts_models else None,
         )
@@ -291,8 +359,11 @@ class RunManager:
         chain: ReasoningChain,
         model: str,
         now: datetime,
+        agent: ResolvedAgent,
+        turn: Turn | None,
     ) -> None:
-        """Stores the task and its chain; refuses it over its tenant's concurrent runs."""
+        """Stores the task and its chain; refuses it over its tenant's concurrent runs, or
+        while its conversation has a turn running."""
         task = {
             "id": task_id,
             "tenant_id": principal.tenant_id,
@@ -304,6 +375,9 @@ class RunManager:
             "budget": None if chain.budget is None else chain.budget.model_dump(mode="json"),
             "last_seq": 0,
             "runner_id": self.runner_id,
+            "agent_name": agent.name,
+            "agent_version": agent.version,
+            "conversation_id": None if turn is None else turn.conversation_id,
             "created_at": now,
         }
         chain_row = {
@@ -316,7 +390,12 @@ class RunManager:
             "started_at": now,
         }
         try:
-            await self._log.create(task, chain_row, max_unfinished=policy.quotas.concurrent_runs)
+            await self._log.create(
+                task,
+                chain_row,
+                max_unfinished=policy.quotas.concurrent_runs,
+                after_turns=None if turn is None else turn.turns,
+            )
         except TooManyUnfinished as exc:
             self.metrics.submission_refused(principal.tenant_id, "concurrent_runs")
             raise RateLimited(
@@ -504,3 +583,30 @@ class RunManager:
             me=self.runner_id,
             lease_s=self.lease_s,
         )
+
+
+def _tools_of(
+    submission: TaskSubmission, policy: RunPolicy, agent: ResolvedAgent
+) -> list[str] | None:
+    """The tools a run may use: the task's, else its agent's, else its tenant's enabled ones
+    (None: every tool)."""
+    if submission.tools is not None:
+        return submission.tools
+    if agent.definition.tools is not None:
+        return agent.definition.tools
+    return None if policy.enabled_tools is None else sorted(policy.enabled_tools)
+
+
+def _wider_budget(submission: TaskSubmission, agent: ResolvedAgent) -> list[FieldError]:
+    """A task's budget limits above its agent's: a task may only narrow them."""
+    task, bound = submission.budget, agent.definition.budget
+    if task is None or bound is None:
+        return []
+    problems = []
+    for name in BudgetLimit:
+        asked, allowed = getattr(task, name), getattr(bound, name)
+        if asked is not None and allowed is not None and asked > allowed:
+            problems.append(
+                FieldError(f"budget.{name}", f"{asked} is above agent {agent.ref}'s {allowed}")
+            )
+    return problems

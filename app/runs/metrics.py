@@ -13,6 +13,7 @@ from uuid import UUID
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from app.chain import (
+    ChainCompletedEvent,
     ChainEvent,
     ChainFailedEvent,
     DoneEvent,
@@ -76,6 +77,13 @@ class RunMetrics:
             ["tenant", "model", "limit"],
             registry=registry,
         )
+        self.incomplete_runs = Counter(
+            "omniforge_incomplete_runs",
+            "Runs ended incomplete: a limit stopped them and they answered from what they had "
+            "(on_limit: answer), by that limit",
+            ["tenant", "model", "stop_reason"],
+            registry=registry,
+        )
         self.run_duration = Histogram(
             "omniforge_run_duration_seconds",
             "Time from submission to the end of a run",
@@ -122,6 +130,9 @@ class RunMetrics:
                     self.rate_limited.labels(run.tenant_id, limit, "run").inc()
                 elif event.error_code is ErrorCode.BUDGET_EXCEEDED:
                     self.budget_stops.labels(run.tenant_id, run.model, limit).inc()
+            elif isinstance(event, ChainCompletedEvent):
+                if event.stop_reason is not None:
+                    self.incomplete_runs.labels(run.tenant_id, run.model, event.stop_reason).inc()
             elif isinstance(event, DoneEvent):
                 self.run_duration.labels(event.final_state.value).observe(
                     time.monotonic() - run.started

@@ -3,6 +3,7 @@
 import json
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Self
+from uuid import UUID
 
 from pydantic import (
     AfterValidator,
@@ -24,6 +25,24 @@ MAX_METADATA_BYTES = 16_384
 MAX_METADATA_DEPTH = 8
 
 ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+
+AGENT_NAME_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+AGENT_REF_PATTERN = r"^[a-z][a-z0-9_-]{0,63}(@[1-9][0-9]{0,8})?$"
+AgentName = Annotated[
+    str,
+    Field(
+        pattern=AGENT_NAME_PATTERN,
+        description="Lower-case letters, digits, `-` and `_`, starting with a letter; unique in "
+        "the tenant.",
+    ),
+]
+AgentRef = Annotated[
+    str,
+    Field(
+        pattern=AGENT_REF_PATTERN,
+        description="An agent definition: `name` (its newest version) or `name@N` (version N).",
+    ),
+]
 
 
 def _depth(value: Any) -> int:
@@ -99,9 +118,26 @@ class TaskSubmission(BaseModel):
         description="Tools the agent may use (default: every tool).",
     )
     budget: TaskBudget | None = Field(
-        default=None, description="Limits of this task; unset ones come from its tenant's."
+        default=None,
+        description="Limits of this task; unset ones come from its agent's, then its tenant's. "
+        "A limit above its agent's is refused.",
     )
     metadata: Metadata = Field(default_factory=dict)
+    agent: AgentRef | None = Field(
+        default=None,
+        description="The agent that runs the task (default: the conversation's, else the "
+        "built-in `default`). Its `model`, `tools` and `budget` bound the task's.",
+    )
+    conversation_id: UUID | None = Field(
+        default=None,
+        description="Adds the task as the next turn of this conversation: its run starts from "
+        "every earlier turn. One turn runs at a time (409 `conversation-busy`).",
+    )
+    stream_output: bool = Field(
+        default=False,
+        description="Stream the model's text as `output_delta` events while each LLM call "
+        "runs (live only: no `id:`, not stored, not replayed).",
+    )
 
     @model_validator(mode="after")
     def _one_input(self) -> Self:

@@ -221,12 +221,18 @@ class RunRecorder:
                 error_message=_storable(chain.error_message),
                 completed_at=chain.completed_at,
             )
-            completed = chain.status is ChainStatus.COMPLETED
+            answered = chain.status in (ChainStatus.COMPLETED, ChainStatus.INCOMPLETE)
             write.task_changes.update(
-                final_answer=_storable(self._final_answer) if completed else None,
+                final_answer=_storable(self._final_answer) if answered else None,
                 error_code=chain.error_code,
                 error_message=_storable(chain.error_message),
             )
+            if isinstance(event, ChainCompletedEvent):
+                write.task_changes["stop_reason"] = event.stop_reason
+                if event.output is not None:
+                    # Made storable (NUL, lone surrogates) by the engine's JSON serializer.
+                    output = json.dumps(event.output, ensure_ascii=False, allow_nan=False)
+                    write.task_changes["output"] = RawJSON(output)
         elif isinstance(event, DoneEvent):
             self.final_state = event.final_state
             write.task_changes.update(status=event.final_state, finished_at=event.timestamp)

@@ -1,11 +1,12 @@
-"""A task's stream for one subscriber: what it missed, from the store, then live events, as
-this subscriber may see them."""
+"""A task's stream for one subscriber: what it missed, from the store, then live events and
+deltas, as this subscriber may see them."""
 
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator
 from uuid import UUID
 
-from app.runs.channel import StepParts, StreamEvent
+from app.chain import VisibilityLevel
+from app.runs.channel import LiveDelta, StepParts, StreamItem
 from app.runs.manager import RunManager
 from app.runs.recorder import step_stream_event, stream_event
 from app.security.visibility import ReaderView
@@ -24,9 +25,11 @@ async def task_stream(
     after: int,
     keepalive_s: float | None,
     view: ReaderView | None = None,
-) -> AsyncIterator[StreamEvent | None]:
+) -> AsyncIterator[StreamItem]:
     """Every event with `seq > after`, in order, with no gap and no duplicate; `None` for a
     keep-alive. Ends after `done`, or, for a run that is not live here, after what is stored.
+    A live run's deltas come too, from the moment of subscribing, each right after the event
+    it follows; never those of an LLM call this subscriber sees as `summary` or `hidden`.
 
     With a `view` that lacks full access, each step is sent as that view renders it and hidden
     steps are left out; ids stay the stream's own, so a reconnect resumes where it left off.
@@ -53,7 +56,7 @@ async def _viewed(
     after: int,
     keepalive_s: float | None,
     view: ReaderView | None,
-) -> AsyncGenerator[StreamEvent | None, None]:
+) -> AsyncGenerator[StreamItem, None]:
     if view is not None and view.full_access:
         view = None
     # A view with nothing to redact has nothing to learn from earlier steps either.
@@ -63,7 +66,17 @@ async def _viewed(
         async for event in events:
             yield event
         return
+    shown: dict[VisibilityLevel, bool] = {}  # by the stored level of a delta's call step
     async for event in events:
+        if isinstance(event, LiveDelta):
+            level = event.facts.level
+            if level not in shown:
+                shown[level] = view.level(event.facts) is VisibilityLevel.FULL
+            # A value this reader has masked may recur in the model's raw text, possibly split
+            # across deltas: such a reader gets the completed, masked step only.
+            if shown[level] and event.after >= after and not view.masks_values:
+                yield event
+            continue
         if event is None or event.step is None:
             if event is None or event.seq > after:
                 yield event
@@ -95,10 +108,11 @@ async def _events(
     chain_id: UUID,
     after: int,
     keepalive_s: float | None,
-) -> AsyncIterator[StreamEvent | None]:
+) -> AsyncIterator[StreamItem]:
     """A live run's channel holds every event it has published, and publishes only what is
     stored, so a subscriber that finds the channel needs nothing from the store; one that does
-    not find it is looking at a run whose every event is already stored."""
+    not find it is looking at a run whose every event is already stored (and whose deltas are
+    gone: they are never stored)."""
     channel = manager.channel(task_id)
     if channel is not None:
         async for event in channel.follow(after, keepalive_s=keepalive_s):

@@ -19,6 +19,7 @@ class Permission(StrEnum):
     COST_CONFIGURE = "cost:configure"
     TENANT_MANAGE = "tenant:manage"
     AUDIT_READ = "audit:read"
+    AGENT_CONFIGURE = "agent:configure"
 
 
 class Role(StrEnum):

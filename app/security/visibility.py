@@ -207,6 +207,13 @@ class ReaderView:
         self._mask: re.Pattern[str] | None = None  # built from `_values` when first needed
 
     @property
+    def masks_values(self) -> bool:
+        """Whether this view has learned values it masks wherever they recur: raw text of
+        the run (live output, which a value may reach split across pieces) cannot then be
+        shown to it."""
+        return bool(self._values)
+
+    @property
     def transparent(self) -> bool:
         """Whether this view changes nothing but what the stored levels say: no rules and no
         sensitive fields. A caller may then pass a step stored at `full` without rendering."""

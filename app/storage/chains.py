@@ -44,7 +44,11 @@ class ChainRepository(TenantScoped):
         if status is not None:
             statement = statement.where(c.status == status)
         if agent_id is not None:
-            statement = statement.where(c.agent_id == agent_id)
+            # `name` matches every version of the agent (`name@N`), `name@N` that one.
+            matches = c.agent_id == agent_id
+            if "@" not in agent_id:
+                matches = or_(matches, c.agent_id.startswith(f"{agent_id}@", autoescape=True))
+            statement = statement.where(matches)
         if started_from is not None:
             statement = statement.where(c.started_at >= started_from)
         if started_to is not None:

@@ -27,6 +27,8 @@ _TASK_COLUMNS = {
     "error_code": "varchar",
     "error_message": "text",
     "finished_at": "timestamptz",
+    "output": "jsonb",
+    "stop_reason": "varchar",
 }
 _CHAIN_COLUMNS = {
     "status": "varchar",

@@ -30,6 +30,12 @@ class TaskRecord(_Record):
     usage: ChainMetrics
     # The process (runner) that runs or ran it.
     runner_id: str | None = None
+    agent_name: str | None = None
+    agent_version: int | None = None
+    conversation_id: UUID | None = None
+    turn: int | None = None
+    output: Any = None
+    stop_reason: str | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -122,3 +128,37 @@ class CostRecordRow(_Record):
     cost_usd: Decimal | None
     unpriced: bool
     recorded_at: datetime
+
+
+class AgentRecord(_Record):
+    """An agent definition's version, with its agent's name and state."""
+
+    id: UUID
+    tenant_id: str
+    name: str
+    version: int
+    latest_version: int
+    status: str
+    definition: dict[str, Any]
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    archived_at: datetime | None = None
+    version_created_by: str
+    version_created_at: datetime
+
+    @property
+    def archived(self) -> bool:
+        return self.status == "archived"
+
+
+class ConversationRecord(_Record):
+    id: UUID
+    tenant_id: str
+    user_id: str
+    agent_name: str
+    agent_version: int | None
+    metadata: dict[str, Any]
+    turns: int
+    created_at: datetime
+    updated_at: datetime

@@ -17,6 +17,7 @@ from app.storage.group_write import GROUP_WRITE, USAGE_SUMS, daily_usage, group_
 from app.storage.records import StoredEvent, StoredStep, TaskRecord
 from app.storage.tables import (
     audit_events,
+    conversations,
     cost_records,
     model_usage,
     reasoning_chains,
@@ -43,6 +44,16 @@ async def _add_usage(connection: AsyncConnection, row: dict[str, Any]) -> None:
     await connection.execute(
         update(model_usage).where(key).values(**sums, updated_at=row["updated_at"])
     )
+
+
+class ConversationBusy(Exception):
+    """A conversation runs one turn at a time."""
+
+    def __init__(self, conversation_id: UUID, running: UUID | None, reason: str) -> None:
+        super().__init__(f"conversation {conversation_id} is busy: {reason}")
+        self.conversation_id = conversation_id
+        self.running = running
+        self.reason = reason
 
 
 class TooManyUnfinished(Exception):
@@ -112,12 +123,22 @@ class RunLog:
         self._database = database
 
     async def create(
-        self, task: dict[str, Any], chain: dict[str, Any], *, max_unfinished: int | None = None
+        self,
+        task: dict[str, Any],
+        chain: dict[str, Any],
+        *,
+        max_unfinished: int | None = None,
+        after_turns: int | None = None,
     ) -> None:
         """Stores a new task and its chain. With `max_unfinished`, refuses it
         (`TooManyUnfinished`) when its tenant already has that many unfinished tasks; the
         count and the insert are one atomic step for the tenant (on Postgres under a
-        transaction-scoped advisory lock, on SQLite under its single writer)."""
+        transaction-scoped advisory lock, on SQLite under its single writer).
+
+        A task with a `conversation_id` becomes that conversation's next turn, numbered in
+        the same transaction, under the conversation's row lock: refused (`ConversationBusy`)
+        while a turn is unfinished, or when the conversation no longer has `after_turns`
+        turns (its history was read before another turn was added)."""
         async with self._database.transaction() as connection:
             if max_unfinished is not None:
                 tenant_id = task["tenant_id"]
@@ -133,8 +154,44 @@ class RunLog:
                 )
                 if (unfinished or 0) >= max_unfinished:
                     raise TooManyUnfinished(unfinished or 0, max_unfinished)
+            if task.get("conversation_id") is not None:
+                task = {**task, "turn": await self._next_turn(connection, task, after_turns)}
             await connection.execute(insert(tasks), [task])
             await connection.execute(insert(reasoning_chains), [chain])
+
+    async def _next_turn(
+        self, connection: AsyncConnection, task: dict[str, Any], after_turns: int | None
+    ) -> int:
+        conversation_id, tenant_id = task["conversation_id"], task["tenant_id"]
+        c = conversations.c
+        turns = await connection.scalar(
+            select(c.turns)
+            .where(c.id == conversation_id, c.tenant_id == tenant_id)
+            .with_for_update()
+        )
+        if turns is None:
+            raise ConversationBusy(conversation_id, None, "the conversation no longer exists")
+        running = await connection.scalar(
+            select(tasks.c.id)
+            .where(
+                tasks.c.conversation_id == conversation_id,
+                tasks.c.tenant_id == tenant_id,
+                tasks.c.status.in_(_UNFINISHED),
+            )
+            .limit(1)
+        )
+        if running is not None:
+            raise ConversationBusy(conversation_id, running, f"turn task {running} is running")
+        if after_turns is not None and turns != after_turns:
+            raise ConversationBusy(
+                conversation_id, None, "another turn was added while this one was prepared"
+            )
+        await connection.execute(
+            update(conversations)
+            .where(c.id == conversation_id, c.tenant_id == tenant_id)
+            .values(turns=turns + 1, updated_at=task["created_at"])
+        )
+        return int(turns) + 1
 
     async def append(
         self, writes: Sequence[RunWrite], audits: Sequence[dict[str, Any]] = ()

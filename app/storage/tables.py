@@ -13,6 +13,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     Uuid,
 )
 
@@ -31,6 +32,7 @@ metadata = MetaData(
 TENANT_ID = String(64)
 SHORT = String(32)
 NAME = String(255)
+SLUG = String(64)
 
 tenants = Table(
     "tenants",
@@ -66,12 +68,69 @@ tasks = Table(
     # The last event sequence number written; recovery appends after it.
     Column("last_seq", Integer, nullable=False),
     Column("runner_id", NAME),
+    # The agent (definition name and version) the task ran; NULL on tasks from before agents.
+    Column("agent_name", SLUG),
+    Column("agent_version", Integer),
+    # The conversation it is a turn of (its number there), if any.
+    Column("conversation_id", Uuid),
+    Column("turn", Integer),
+    # The final answer as JSON, when the agent has a `response_format`.
+    Column("output", JSONDocument),
+    # The limit that stopped an `incomplete` task.
+    Column("stop_reason", String(64)),
     Column("created_at", UTCDateTime, nullable=False),
     Column("started_at", UTCDateTime),
     Column("finished_at", UTCDateTime),
     Index("ix_tasks_tenant_created", "tenant_id", "created_at", "id"),
     Index("ix_tasks_status", "status"),
     Index("ix_tasks_tenant_status", "tenant_id", "status"),
+    Index("ix_tasks_conversation_turn", "conversation_id", "turn", unique=True),
+)
+
+# An agent definition: its name in the tenant and its newest version. Versions are immutable
+# rows of `agent_versions`; archiving keeps them (old tasks keep pointing at theirs).
+agents = Table(
+    "agents",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("name", SLUG, nullable=False),
+    Column("latest_version", Integer, nullable=False),
+    Column("status", SHORT, nullable=False),
+    Column("created_by", NAME, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Column("archived_at", UTCDateTime),
+    UniqueConstraint("tenant_id", "name", name="uq_agents_tenant_name"),
+)
+
+agent_versions = Table(
+    "agent_versions",
+    metadata,
+    Column("agent_id", Uuid, ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    # The whole definition of this version (everything but its name).
+    Column("definition", JSONDocument, nullable=False),
+    Column("created_by", NAME, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+# A conversation: its turns are the tasks naming it, numbered from 1.
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("user_id", NAME, nullable=False),
+    Column("agent_name", SLUG, nullable=False),
+    # Pinned version; NULL: each turn runs the agent's newest version.
+    Column("agent_version", Integer),
+    Column("metadata", JSONDocument, nullable=False),
+    Column("turns", Integer, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ix_conversations_tenant_created", "tenant_id", "created_at", "id"),
 )
 
 reasoning_chains = Table(

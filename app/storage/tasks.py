@@ -13,7 +13,8 @@ from app.storage.tables import reasoning_chains, tasks
 
 
 class TaskRepository(TenantScoped):
-    def _select(self) -> Select[Any]:
+    def select(self) -> Select[Any]:
+        """Tasks of the tenant with their chain's running totals (`usage`)."""
         return (
             select(tasks, reasoning_chains.c.metrics.label("usage"))
             .join(reasoning_chains, reasoning_chains.c.id == tasks.c.chain_id)
@@ -21,13 +22,13 @@ class TaskRepository(TenantScoped):
         )
 
     async def get(self, task_id: UUID) -> TaskRecord | None:
-        row = (await self.connection.execute(self._select().where(tasks.c.id == task_id))).first()
+        row = (await self.connection.execute(self.select().where(tasks.c.id == task_id))).first()
         return None if row is None else TaskRecord.model_validate(row._mapping)
 
     async def page(
         self, *, status: TaskState | None, cursor: Cursor | None, limit: int
     ) -> Page[TaskRecord]:
-        statement = self._select()
+        statement = self.select()
         if status is not None:
             statement = statement.where(tasks.c.status == status)
         if cursor is not None:

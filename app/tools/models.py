@@ -13,6 +13,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.chain import FailedAttempt, ToolType, VisibilityLevel
+from app.llm.types import DeltaKind
 from app.tools.errors import ErrorClass
 
 if TYPE_CHECKING:
@@ -155,6 +156,27 @@ class ModelAccess(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class OutputDelta:
+    """A piece of a call's output while the call runs (the LLM's reply as it streams).
+
+    `step_id` is the call's `tool_call` step and `correlation_id` ties it to the `tool_result`
+    step that completes it, which holds the whole text. A call retried after its stream broke
+    off streams again from the start, as `attempt` says. `level` is the call step's stored
+    visibility, so that a reader who may not see the call gets none of its output; `after` is
+    how many events the run had emitted when the piece came (the call step among them): the
+    piece's place in the run's stream. The tool sets the rest; the run sets `after`.
+    """
+
+    step_id: UUID
+    correlation_id: UUID
+    attempt: int
+    kind: DeltaKind
+    text: str
+    level: VisibilityLevel = VisibilityLevel.FULL
+    after: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallContext:
     """Who is calling and where the call sits in the chain; handed to `BaseTool.execute`."""
 
@@ -170,8 +192,9 @@ class ToolCallContext:
     allowed_tools: frozenset[str] | None = None
     # The caller's roles, for tools' `required_roles` (None: no caller to check).
     roles: frozenset[str] | None = None
-    # Streaming tools (the LLM) push partial text here as it arrives; None turns streaming off.
-    on_delta: Callable[[str], None] | None = None
+    # Streaming tools (the LLM) push their output here as it arrives, one `OutputDelta` per
+    # piece; None turns streaming off (no streaming request is made).
+    on_delta: Callable[[OutputDelta], None] | None = None
     # The run's own guards (its budget, its tenant's quotas and model policy), after the
     # executor's.
     guards: "tuple[ToolGuard, ...]" = ()

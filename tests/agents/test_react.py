@@ -30,7 +30,7 @@ from app.tools.base import BaseTool
 from app.tools.builtin import CalculatorTool, CurrentTimeTool
 from app.tools.errors import GuardRejection
 from app.tools.guards import PendingCall
-from app.tools.models import ToolCallContext, ToolDefinition, ToolOutput
+from app.tools.models import OutputDelta, ToolCallContext, ToolDefinition, ToolOutput
 from tests.factories import fake_deployment, runtime_for
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 
@@ -616,16 +616,21 @@ async def test_streamed_model_output_reaches_the_delta_callback(
     fake_llm.script(
         "agent-model", Reply.text("The answer is forty two.", prompt_tokens=7, completion_tokens=6)
     )
-    deltas: list[str] = []
+    deltas: list[OutputDelta] = []
 
     run = runtime.agent.start(AgentTask(input="?"), on_delta=deltas.append)
     events = [event async for event in run.events()]
 
-    assert "".join(deltas) == "The answer is forty two."
+    assert "".join(delta.text for delta in deltas) == "The answer is forty two."
     assert len(deltas) > 1
     assert fake_llm.requests[0].body["stream"] is True
-    result = run.chain.steps[1].tool_result
+    call, result = run.chain.steps[0], run.chain.steps[1].tool_result
     assert result is not None
+    assert {(d.step_id, d.correlation_id, d.kind) for d in deltas} == {
+        (call.id, result.correlation_id, "content")
+    }
+    # After chain_started, task_status and the call's step: its place in the run's stream.
+    assert {delta.after for delta in deltas} == {3}
     assert result.cost_usd == _cost(7, 6)
     assert isinstance(events[-1], DoneEvent)
 

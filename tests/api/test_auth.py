@@ -25,7 +25,15 @@ class Route:
     template: str
 
     def url(self, *, task_id: str, chain_id: str, tenant_id: str) -> str:
-        return self.template.format(task_id=task_id, chain_id=chain_id, tenant_id=tenant_id)
+        # Agent routes name the built-in agent, which every tenant has.
+        return self.template.format(
+            task_id=task_id,
+            chain_id=chain_id,
+            tenant_id=tenant_id,
+            name="default",
+            version=1,
+            conversation_id=uuid4(),
+        )
 
     def request_kwargs(self) -> dict[str, Any]:
         # A well-formed body, so the refusal can only be about the caller.
@@ -44,6 +52,9 @@ BODIES: dict[str, Callable[[], Any]] = {
     "PUT /api/v1/tenants/{tenant_id}/tools": lambda: {"enabled_tools": BUILTIN_TOOLS},
     "PUT /api/v1/tenants/{tenant_id}/quotas": lambda: {"llm_calls_per_minute": 1000},
     "PUT /api/v1/tenants/{tenant_id}/models": lambda: {"approved": None},
+    "POST /api/v1/agents": lambda: {"name": f"a-{uuid4().hex[:12]}"},
+    "PATCH /api/v1/agents/{name}": lambda: {"description": "Changed"},
+    "POST /api/v1/conversations": dict,
 }
 
 ROUTES = [
@@ -75,11 +86,29 @@ ROUTES = [
     Route("GET", "/api/v1/tenants/{tenant_id}/usage"),
     Route("GET", "/api/v1/tools"),
     Route("GET", "/api/v1/models"),
+    Route("POST", "/api/v1/agents"),
+    Route("GET", "/api/v1/agents"),
+    Route("GET", "/api/v1/agents/{name}"),
+    Route("PATCH", "/api/v1/agents/{name}"),
+    Route("DELETE", "/api/v1/agents/{name}"),
+    Route("GET", "/api/v1/agents/{name}/versions"),
+    Route("GET", "/api/v1/agents/{name}/versions/{version}"),
+    Route("POST", "/api/v1/conversations"),
+    Route("GET", "/api/v1/conversations"),
+    Route("GET", "/api/v1/conversations/{conversation_id}"),
 ]
 PLATFORM_ONLY = {"POST /api/v1/tenants", "GET /api/v1/tenants", "PATCH /api/v1/tenants/{tenant_id}"}
 # Routes that take an id, tried by a tenant admin (every permission within its own tenant).
+# Agent routes name the built-in agent here, which every tenant has: tests/api/test_agents.py
+# tries each of them with another tenant's own agent, tests/api/test_conversations.py the
+# conversation routes with another tenant's conversation.
 ROUTES_WITH_IDS = [
-    route for route in ROUTES if "{" in route.template and str(route) not in PLATFORM_ONLY
+    route
+    for route in ROUTES
+    if "{" in route.template
+    and str(route) not in PLATFORM_ONLY
+    and "{name}" not in route.template
+    and "{conversation_id}" not in route.template
 ]
 ADMIN = ("tenant_admin",)
 

@@ -68,7 +68,9 @@ def test_event_streams_document_each_event_type_and_its_payload() -> None:
     schemas = document["components"]["schemas"]
     for _, _, stream in streams:
         frame = stream["itemSchema"]
-        assert frame["required"] == ["id", "event", "data"]
+        # Live deltas have no id: they are not stored, so nothing resumes from them.
+        assert frame["required"] == ["event", "data"]
+        assert "output_delta" in frame["properties"]["id"]["description"]
         events = frame["properties"]["event"]["enum"]
         assert set(events) == {
             "chain_started",
@@ -78,6 +80,7 @@ def test_event_streams_document_each_event_type_and_its_payload() -> None:
             "chain_completed",
             "chain_failed",
             "done",
+            "output_delta",
         }
         data = frame["properties"]["data"]
         assert data["contentMediaType"] == "application/json"

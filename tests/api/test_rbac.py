@@ -51,6 +51,20 @@ EXPECTED: dict[str, dict[str, int]] = {
     "GET /api/v1/tenants/{tenant_id}/usage": _only(ADMINS | {"auditor": 200}),
     "GET /api/v1/tools": dict.fromkeys(ROLES, 200),
     "GET /api/v1/models": dict.fromkeys(ROLES, 200),
+    # Agent routes name the built-in agent: readable by all who read tasks, never changed.
+    "POST /api/v1/agents": _only({"platform_admin": 201, "tenant_admin": 201}),
+    "GET /api/v1/agents": ALL,
+    "GET /api/v1/agents/{name}": ALL,
+    "PATCH /api/v1/agents/{name}": _only({"platform_admin": 409, "tenant_admin": 409}),
+    "DELETE /api/v1/agents/{name}": _only({"platform_admin": 409, "tenant_admin": 409}),
+    "GET /api/v1/agents/{name}/versions": ALL,
+    "GET /api/v1/agents/{name}/versions/{version}": ALL,
+    "POST /api/v1/conversations": _only(
+        {"platform_admin": 201, "tenant_admin": 201, "member": 201}
+    ),
+    "GET /api/v1/conversations": ALL,
+    # A conversation nobody started: permitted readers are told it is not there.
+    "GET /api/v1/conversations/{conversation_id}": dict.fromkeys(ROLES, 404) | {"none": 403},
 }
 
 # What a refusal names.
@@ -81,6 +95,16 @@ NEEDS: dict[str, str] = {
     "GET /api/v1/tenants/{tenant_id}/audit": Permission.AUDIT_READ,
     "GET /api/v1/tenants/{tenant_id}/costs": Permission.COST_VIEW,
     "GET /api/v1/tenants/{tenant_id}/usage": Permission.COST_VIEW,
+    "POST /api/v1/agents": Permission.AGENT_CONFIGURE,
+    "GET /api/v1/agents": Permission.TASK_READ,
+    "GET /api/v1/agents/{name}": Permission.TASK_READ,
+    "PATCH /api/v1/agents/{name}": Permission.AGENT_CONFIGURE,
+    "DELETE /api/v1/agents/{name}": Permission.AGENT_CONFIGURE,
+    "GET /api/v1/agents/{name}/versions": Permission.TASK_READ,
+    "GET /api/v1/agents/{name}/versions/{version}": Permission.TASK_READ,
+    "POST /api/v1/conversations": Permission.TASK_CREATE,
+    "GET /api/v1/conversations": Permission.TASK_READ,
+    "GET /api/v1/conversations/{conversation_id}": Permission.TASK_READ,
 }
 
 

@@ -8,9 +8,11 @@ nobody scripted, or any scripted reply nobody asked for, fails the test.
 Standalone, for benchmarks (answers every call for the given models with "ok"):
 
     python tests/fakes/openai_server.py --port 0 --model NAME [--model NAME2 ...] [--delay-s S]
+        [--words N]
 
 prints one line `READY <base_url>` once listening and serves until SIGTERM or SIGINT; each
-answer comes `--delay-s` seconds after its request arrived (default 0). On SIGUSR1 it prints
+answer ("ok", or `--words` words "ok ok2 ok3...", one per chunk when streamed) comes
+`--delay-s` seconds after its request arrived (default 0). On SIGUSR1 it prints
 `STATS calls=<n> in_flight=<n> peak=<n>` (peak calls in flight since the last STATS line).
 """
 
@@ -55,12 +57,17 @@ class Reply:
     """One scripted answer to a chat-completions call; build it with text(), tool_calls() or
     error().
 
-    The server sleeps `delay_s` before answering. Success replies report the given token counts
+    The server sleeps `delay_s` before answering, and waits for `gate` to be set if given (a
+    test then decides when the answer comes). Success replies report the given token counts
     as `usage` unless `include_usage` is false (the field is then left out entirely, and a
-    stream sends no usage chunk even when the client asks for one).
+    stream sends no usage chunk even when the client asks for one). `reasoning` is sent as the
+    message's `reasoning_content`, streamed in pieces before the content, as reasoning models'
+    providers send it.
     """
 
     content: str | None = None
+    reasoning: str | None = None
+    gate: asyncio.Event | None = None
     calls: tuple[ToolCall, ...] = ()
     finish_reason: str = "stop"
     prompt_tokens: int = 11
@@ -82,9 +89,13 @@ class Reply:
         include_usage: bool = True,
         delay_s: float = 0.0,
         finish_reason: str = "stop",
+        reasoning: str | None = None,
+        gate: asyncio.Event | None = None,
     ) -> Reply:
         return cls(
             content=content,
+            reasoning=reasoning,
+            gate=gate,
             finish_reason=finish_reason,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
@@ -102,11 +113,13 @@ class Reply:
         completion_tokens: int = 7,
         include_usage: bool = True,
         delay_s: float = 0.0,
+        gate: asyncio.Event | None = None,
     ) -> Reply:
         if not calls:
             raise ValueError("a tool-call reply needs at least one ToolCall")
         return cls(
             content=content,
+            gate=gate,
             calls=tuple(calls),
             finish_reason="tool_calls",
             prompt_tokens=prompt_tokens,
@@ -282,6 +295,8 @@ class FakeLLMServer:
         calls = [self._render_call(call) for call in reply.calls]
         if reply.delay_s > 0:
             await asyncio.sleep(reply.delay_s)
+        if reply.gate is not None:
+            await reply.gate.wait()
         if reply.status >= 400:
             return _error_response(
                 reply.status, reply.error_message, reply.error_type, dict(reply.headers)
@@ -338,6 +353,8 @@ def _completion(
     reply: Reply, model: str, completion_id: str, calls: list[dict[str, Any]]
 ) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
     if calls:
         message["tool_calls"] = calls
     finish_reason = _finish_reason(reply)
@@ -359,7 +376,10 @@ def _stream_chunks(
         return chunk({"tool_calls": [{"index": index, **fields}]})
 
     yield chunk({"role": "assistant", "content": None if reply.content is None else ""})
-    # Split after each run of whitespace, so the pieces concatenate back to the exact content.
+    # Split after each run of whitespace, so the pieces concatenate back to the exact text.
+    for word in re.split(r"(?<=\s)(?=\S)", reply.reasoning or ""):
+        if word:
+            yield chunk({"reasoning_content": word})
     for word in re.split(r"(?<=\s)(?=\S)", reply.content or ""):
         if word:
             yield chunk({"content": word})
@@ -416,15 +436,17 @@ class _CountingServer(FakeLLMServer):
         self.peak = self.in_flight
 
 
-async def _serve(port: int, models: list[str], delay_s: float = 0.0) -> None:
+async def _serve(port: int, models: list[str], delay_s: float = 0.0, words: int = 1) -> None:
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
     async with _CountingServer(port) as server:
         loop.add_signal_handler(signal.SIGUSR1, server.report)
+        # Streamed one word per chunk; words differ, as LiteLLM refuses a stream repeating one.
+        answer = " ".join(["ok", *(f"ok{n}" for n in range(2, words + 1))])
         for model in models:
-            server.always(model, Reply.text("ok", delay_s=delay_s))
+            server.always(model, Reply.text(answer, delay_s=delay_s))
         print(f"READY {server.base_url}", flush=True)
         await stopping.wait()
 
@@ -440,8 +462,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--delay-s", type=float, default=0.0, help="seconds each answer waits (default 0)"
     )
+    parser.add_argument(
+        "--words", type=int, default=1, help="answer this many words: ok ok2 ok3... (default 1)"
+    )
     args = parser.parse_args(argv)
-    asyncio.run(_serve(args.port, args.models, args.delay_s))
+    asyncio.run(_serve(args.port, args.models, args.delay_s, args.words))
 
 
 if __name__ == "__main__":

@@ -92,7 +92,13 @@ async def list_tenant_chains(
     caller: RequireChainRead,
     state: State,
     status: ChainStatus | None = None,
-    agent: str | None = None,
+    agent: Annotated[
+        str | None,
+        Query(
+            max_length=255,
+            description="An agent: `name` (any of its versions) or `name@N` (that version).",
+        ),
+    ] = None,
     started_from: Annotated[Moment | None, Query(alias="from")] = None,
     started_to: Annotated[Moment | None, Query(alias="to")] = None,
     cursor: str | None = None,

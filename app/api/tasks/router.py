@@ -17,8 +17,10 @@ from app.api.tasks.service import (
     cancel_task,
     find_task,
     open_stream,
-    run_policy,
     stream_position,
+)
+from app.api.tasks.service import (
+    submit_task as start_task,
 )
 from app.chain import TaskState
 from app.runs import TaskSubmission
@@ -38,7 +40,7 @@ _STREAM_DOC = {
     status_code=status.HTTP_202_ACCEPTED,
     response_model=TaskAccepted,
     summary="Submit a task",
-    responses={200: _STREAM_DOC, **problems(401, 403, 422, 429)},
+    responses={200: _STREAM_DOC, **problems(401, 403, 404, 409, 422, 429)},
 )
 async def submit_task(
     submission: TaskSubmission,
@@ -51,7 +53,7 @@ async def submit_task(
     are refused (403), tools the tenant did not enable are unknown (422), a model the tenant
     did not approve is refused (422 `model-not-approved`); over the tenant's
     `submissions_per_minute` or `concurrent_runs` the answer is 429 with `Retry-After`."""
-    submitted = await state.runs.submit(caller.principal, submission, run_policy(state, caller))
+    submitted = await start_task(state, caller, submission)
     location = {"Location": f"/api/v1/tasks/{submitted.task_id}"}
     if accept is not None and EVENT_STREAM in accept:
         task = await find_task(state, caller, submitted.task_id)

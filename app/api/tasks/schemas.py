@@ -21,12 +21,24 @@ class TaskAccepted(BaseModel):
     stream_url: str
 
 
+class AgentVersionRef(BaseModel):
+    """The exact agent version a task ran."""
+
+    name: str
+    version: int
+
+
 class TaskOut(BaseModel):
     """A task: what was asked, where it stands, its answer and its usage so far."""
 
     id: UUID
     status: TaskState
     chain_id: UUID
+    agent: AgentVersionRef | None = Field(
+        default=None, description="The agent version it ran (null on tasks from before agents)."
+    )
+    conversation_id: UUID | None = None
+    turn: int | None = Field(default=None, description="Its turn in its conversation, from 1.")
     model: str
     input: str | None = None
     messages: list[dict[str, Any]] | None = None
@@ -37,6 +49,14 @@ class TaskOut(BaseModel):
     )
     metadata: dict[str, Any]
     result: str | None
+    output: Any = Field(
+        default=None,
+        description="The answer as JSON, valid against its agent's `response_format` (only "
+        "for agents that have one).",
+    )
+    stop_reason: str | None = Field(
+        default=None, description="The limit that stopped an `incomplete` task."
+    )
     error_code: ErrorCode | None
     error_message: str | None
     usage: ChainMetrics
@@ -53,6 +73,11 @@ class TaskOut(BaseModel):
             id=task.id,
             status=task.status,
             chain_id=task.chain_id,
+            agent=None
+            if task.agent_name is None or task.agent_version is None
+            else AgentVersionRef(name=task.agent_name, version=task.agent_version),
+            conversation_id=task.conversation_id,
+            turn=task.turn,
             model=task.model,
             input=request.get("input"),
             messages=request.get("messages"),
@@ -60,6 +85,8 @@ class TaskOut(BaseModel):
             budget=task.budget,
             metadata=request.get("metadata", {}),
             result=task.final_answer,
+            output=task.output,
+            stop_reason=task.stop_reason,
             error_code=task.error_code,
             error_message=task.error_message,
             usage=task.usage,

@@ -8,13 +8,74 @@ from app.api.auditing import chain_read
 from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
 from app.governance.audit import AuditAction
-from app.runs import StreamEvent
-from app.runs.errors import Forbidden, NotFound, TaskAlreadyFinished
+from app.runs import TaskSubmission
+from app.runs.agents import parse_ref, resolve_agent
+from app.runs.channel import StreamItem
+from app.runs.errors import Forbidden, InvalidSubmission, NotFound, TaskAlreadyFinished
+from app.runs.manager import SubmittedTask, Turn
 from app.runs.models import RunPolicy
 from app.runs.streams import task_stream
 from app.security.rbac import Permission, cancels_any_task
-from app.storage.records import TaskRecord
+from app.storage.conversations import ConversationRepository
+from app.storage.records import ConversationRecord, TaskRecord
+from app.storage.run_log import ConversationBusy
 from app.storage.tasks import TaskRepository
+from app.tools.errors import FieldError
+
+
+async def submit_task(state: AppState, caller: Caller, submission: TaskSubmission) -> SubmittedTask:
+    """Resolves the task's agent (and, for a conversation's turn, its history), then starts
+    it. A conversation's turn runs the conversation's agent unless the task pins another
+    version of it."""
+    turn: Turn | None = None
+    ref = submission.agent
+    async with state.database.read() as connection:
+        if submission.conversation_id is not None:
+            conversation = await ConversationRepository(connection, caller.tenant_id).get(
+                submission.conversation_id
+            )
+            if conversation is None:
+                raise NotFound("conversation", submission.conversation_id)
+            if conversation.user_id != caller.subject and not cancels_any_task(caller.roles):
+                raise Forbidden(
+                    "members add turns only to their own conversations; this one is another user's",
+                    permission=Permission.TASK_CREATE,
+                )
+            ref = _turn_agent(conversation, ref)
+            history = await state.runs.histories.history(
+                connection, caller.tenant_id, conversation.id, conversation.turns
+            )
+            if history.running is not None:
+                raise ConversationBusy(
+                    conversation.id, history.running, f"turn task {history.running} is running"
+                )
+            turn = Turn(conversation.id, history.turns, history.messages)
+        agent = await resolve_agent(connection, caller.tenant_id, ref)
+    return await state.runs.submit(
+        caller.principal, submission, run_policy(state, caller), agent, turn
+    )
+
+
+def _turn_agent(conversation: ConversationRecord, ref: str | None) -> str:
+    """The agent a turn runs: the conversation's (pinned or newest), or a version of it the
+    task names; another agent is refused."""
+    own = conversation.agent_name
+    if conversation.agent_version is not None:
+        own = f"{own}@{conversation.agent_version}"
+    if ref is None:
+        return own
+    name, _ = parse_ref(ref)
+    if name != conversation.agent_name:
+        raise InvalidSubmission(
+            [
+                FieldError(
+                    "agent",
+                    f"the conversation talks to agent {conversation.agent_name!r}; a turn may "
+                    "name a version of it, not another agent",
+                )
+            ]
+        )
+    return ref
 
 
 def run_policy(state: AppState, caller: Caller) -> RunPolicy:
@@ -39,7 +100,7 @@ async def find_task(state: AppState, caller: Caller, task_id: UUID) -> TaskRecor
 
 async def open_stream(
     state: AppState, caller: Caller, task: TaskRecord, *, after: int
-) -> AsyncIterator[StreamEvent | None]:
+) -> AsyncIterator[StreamItem]:
     """The task's stream as this caller may see it; the opening is audited first."""
     view = caller.view(state)
     row = chain_read(

@@ -1,5 +1,6 @@
 """The LLM as a tool: every model call goes through the executor like any other tool call."""
 
+import asyncio
 import json
 from typing import Any
 
@@ -10,6 +11,7 @@ from app.tools.errors import ErrorClass, FieldError, InvalidToolArguments, ToolE
 from app.tools.models import (
     CallEstimate,
     ModelAccess,
+    OutputDelta,
     RetryPolicy,
     ToolCallContext,
     ToolDefinition,
@@ -51,15 +53,42 @@ _PARAMETERS: dict[str, Any] = {
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
         "max_tokens": {"type": "integer", "minimum": 1},
         "stop": {"type": "array", "items": {"type": "string"}, "maxItems": 4},
+        "response_format": {
+            "type": "object",
+            "description": "A JSON Schema the provider holds the answer to, in OpenAI's form; "
+            "only for models whose deployments all support it.",
+            "required": ["type", "json_schema"],
+            "properties": {
+                "type": {"const": "json_schema"},
+                "json_schema": {
+                    "type": "object",
+                    "required": ["name", "schema"],
+                    "properties": {
+                        "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+                        "schema": {"type": "object"},
+                        "strict": {"type": "boolean"},
+                    },
+                    "additionalProperties": False,
+                },
+            },
+            "additionalProperties": False,
+        },
+        "purpose": {
+            "enum": ["compaction"],
+            "description": "Why the agent makes the call, when it is not a step of its "
+            "reasoning (`compaction`: summarising the oldest part of the conversation).",
+        },
     },
     "additionalProperties": False,
 }
 
 
 class LLMTool(BaseTool):
-    """Calls a model through the gateway. Streams when the call's context has `on_delta`.
+    """Calls a model through the gateway. Streams when the call's context has `on_delta`,
+    handing it each piece of the reply as it arrives (only then is a streaming request made).
 
-    Its value is `{"content", "tool_calls": [{"id", "name", "arguments"}], "finish_reason"}`;
+    Its value is `{"content", "tool_calls": [{"id", "name", "arguments"}], "finish_reason"}`,
+    with `"reasoning"` too when the provider returned reasoning apart from the answer;
     tool-call arguments are parsed JSON objects, or the raw text when the model wrote invalid
     JSON (the executor then refuses the call with a clear message).
     """
@@ -103,15 +132,18 @@ class LLMTool(BaseTool):
                 retry_after_s=exc.retry_after_s,
                 failed_attempts=[*exc.failed_attempts, *self._withheld(request, context.models)],
             ) from exc
+        value: dict[str, Any] = {
+            "content": response.content,
+            "tool_calls": [
+                {"id": call.id, "name": call.name, "arguments": _parsed(call.arguments)}
+                for call in response.tool_calls
+            ],
+            "finish_reason": response.finish_reason,
+        }
+        if response.reasoning is not None:
+            value["reasoning"] = response.reasoning
         return ToolOutput(
-            value={
-                "content": response.content,
-                "tool_calls": [
-                    {"id": call.id, "name": call.name, "arguments": _parsed(call.arguments)}
-                    for call in response.tool_calls
-                ],
-                "finish_reason": response.finish_reason,
-            },
+            value=value,
             model=response.model,
             provider=response.provider,
             deployment=response.deployment,
@@ -138,8 +170,14 @@ class LLMTool(BaseTool):
             if not models.approves(name)
         ]
 
-    async def estimate(self, arguments: dict[str, Any], context: ToolCallContext) -> CallEstimate:
-        estimate = await self._gateway.estimate(self.request(arguments, context.models))
+    async def estimate(
+        self, arguments: dict[str, Any], context: ToolCallContext, *, added_input_tokens: int = 0
+    ) -> CallEstimate:
+        """`added_input_tokens`: prompt tokens beyond the arguments' messages (a reply still to
+        come), for an estimate made ahead of the call."""
+        estimate = await self._gateway.estimate(
+            self.request(arguments, context.models), added_input_tokens=added_input_tokens
+        )
         return CallEstimate(estimate.input_tokens, estimate.max_output_tokens, estimate.cost_usd)
 
     def summarize(self, result: ToolResultInfo) -> str:
@@ -150,6 +188,18 @@ class LLMTool(BaseTool):
             f"{result.model} ({result.deployment}): {result.input_tokens} in / "
             f"{result.output_tokens} out tokens, {cost}"
         )
+
+    def input_window(
+        self, arguments: dict[str, Any], models: ModelAccess | None = None
+    ) -> int | None:
+        """The most prompt tokens the call may send (every model that may answer it fits)."""
+        model = self.model(arguments)
+        if not self._gateway.has_model(model):
+            return None
+        fallbacks = self._gateway.fallbacks(model)
+        if models is not None:
+            fallbacks = [name for name in fallbacks if models.approves(name)]
+        return self._gateway.input_window(model, fallbacks)
 
     def model(self, arguments: dict[str, Any]) -> str:
         """The model a call asks for."""
@@ -199,14 +249,26 @@ class LLMTool(BaseTool):
             temperature=arguments.get("temperature"),
             max_tokens=max_tokens,
             stop=arguments.get("stop"),
+            response_format=arguments.get("response_format"),
             fallbacks=fallbacks,
         )
 
     async def _stream(self, request: LLMRequest, context: ToolCallContext) -> LLMResponse:
-        assert context.on_delta is not None
+        deliver = context.on_delta
+        assert deliver is not None
+        # Inside the executor the call's context names its `tool_call` step as the parent.
+        step_id = context.parent_step_id
+        assert step_id is not None
+        correlation_id, attempt = context.correlation_id, context.attempt
+        level = self._definition.visibility.default_level
         async for event in self._gateway.stream(request):
             if isinstance(event, LLMDelta):
-                context.on_delta(event.text)
+                deliver(
+                    OutputDelta(step_id, correlation_id, attempt, event.kind, event.text, level)
+                )
+                # A reply that arrives faster than it is parsed never suspends the stream:
+                # let whoever sends the deltas on (and stores the steps they follow) keep up.
+                await asyncio.sleep(0)
             else:
                 return event
         raise ToolError(

@@ -1,0 +1,1 @@
+"""/api/v1/conversations: multi-turn conversations with an agent."""

@@ -1,0 +1,275 @@
+"""`omniforge chat`: a conversation with an agent in the terminal, turn by turn, its steps and
+streamed output shown as they happen.
+
+It always talks to the HTTP API: a running server (`--server URL --token T`), or by default the
+service itself started in this process on a free port of 127.0.0.1 (on the configured database,
+the embedded SQLite by default), so a terminal conversation is exactly what any client gets."""
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, TextIO
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from app.config import Settings
+
+_EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
+_PREVIEW_CHARS = 160
+
+
+def add_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    chat = commands.add_parser(
+        "chat", help="talk to an agent turn by turn, its steps and output shown live"
+    )
+    chat.add_argument("--agent", help="`name` or `name@N` (default: the built-in agent)")
+    chat.add_argument(
+        "--server", help="a running service's URL (default: one served by this process)"
+    )
+    chat.add_argument(
+        "--token",
+        default=os.environ.get("OMNIFORGE_TOKEN"),
+        help="bearer token for --server (default: $OMNIFORGE_TOKEN)",
+    )
+    chat.add_argument(
+        "--tenant", default="default", help="the tenant of an in-process chat (default: default)"
+    )
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        return asyncio.run(
+            chat(
+                settings,
+                agent=args.agent,
+                server=args.server,
+                token=args.token,
+                tenant=args.tenant,
+            )
+        )
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+
+
+class ChatError(Exception):
+    """A refusal of the service, or no service: one line for the user."""
+
+
+async def chat(
+    settings: Settings,
+    *,
+    agent: str | None,
+    server: str | None,
+    token: str | None,
+    tenant: str,
+    stdin: TextIO = sys.stdin,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Talks until end of input or `/exit`; returns 0, or 1 when the service refused."""
+    try:
+        if server is not None:
+            if not token:
+                raise ChatError("--server needs --token (or OMNIFORGE_TOKEN)")
+            return await _talk(server, token, agent, stdin, out)
+        async with _local_service(settings) as base_url:
+            return await _talk(base_url, _local_token(settings, tenant), agent, stdin, out)
+    except ChatError as exc:
+        print(f"omniforge: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _talk(base_url: str, token: str, agent: str | None, stdin: TextIO, out: TextIO) -> int:
+    headers = {"Authorization": f"Bearer {token}"}
+    timeout = httpx.Timeout(30.0, read=None)
+    async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout) as client:
+        body: dict[str, Any] = {} if agent is None else {"agent": agent}
+        try:
+            response = await client.post("/api/v1/conversations", json=body)
+        except httpx.HTTPError as exc:
+            raise ChatError(f"cannot reach {base_url}: {exc}") from None
+        conversation = _answer(response)
+        print(
+            f"OmniForge chat · agent {conversation['agent']} · conversation {conversation['id']}\n"
+            "Type a message; an empty line is skipped, /exit or end of input ends the chat.",
+            file=out,
+            flush=True,
+        )
+        while True:
+            print("you> ", end="", file=out, flush=True)
+            line = await asyncio.to_thread(stdin.readline)
+            if not line:
+                print(file=out)
+                return 0
+            text = line.strip()
+            if text in _EXIT_WORDS:
+                return 0
+            if text:
+                await _turn(client, conversation["id"], text, out)
+
+
+async def _turn(client: httpx.AsyncClient, conversation_id: str, text: str, out: TextIO) -> None:
+    """Submits the turn with its stream as the answer and prints it as it comes."""
+    body = {"input": text, "conversation_id": conversation_id, "stream_output": True}
+    printer = _TurnPrinter(out)
+    async with aconnect_sse(client, "POST", "/api/v1/tasks", json=body) as source:
+        if source.response.status_code >= 400:
+            await source.response.aread()
+            printer.refused(_problem(source.response))
+            return
+        async for event in source.aiter_sse():
+            printer.event(event.event, event.json() if event.data else {})
+
+
+class _TurnPrinter:
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+        self._streaming = False
+        self._llm_calls: set[str] = set()
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "output_delta":
+            if data.get("kind", "content") == "content":
+                if not self._streaming:
+                    self._write("  … ")
+                    self._streaming = True
+                self._write(str(data.get("delta", "")).replace("\n", "\n    "))
+            return
+        self._end_stream()
+        if kind == "reasoning_step":
+            line = self._step(data.get("step", {}))
+            if line:
+                self._write(f"  {line}\n")
+        elif kind == "chain_completed":
+            answer = data.get("answer") or ""
+            self._write(f"agent> {answer}\n  ({_totals(data.get('metrics', {}))})\n")
+        elif kind == "chain_failed":
+            self._write(
+                f"agent> [failed: {data.get('error_code')}] {data.get('error_message')}\n"
+                f"  ({_totals(data.get('metrics', {}))})\n"
+            )
+
+    def refused(self, message: str) -> None:
+        self._write(f"  refused: {message}\n")
+
+    def _step(self, step: dict[str, Any]) -> str | None:
+        if step.get("type") == "tool_call":
+            call = step["tool_call"]
+            if call.get("tool_type") == "llm":
+                self._llm_calls.add(call.get("correlation_id", ""))
+                return None
+            return f"→ {call.get('tool_name')} {_preview(call.get('arguments'))}"
+        if step.get("type") == "tool_result":
+            result = step["tool_result"]
+            if result.get("correlation_id") in self._llm_calls:
+                return None
+            if result.get("success"):
+                return f"← {_preview(result.get('result'))}"
+            return f"← failed ({result.get('error_code')}): {result.get('error')}"
+        if step.get("type") == "thinking":
+            return f"· {step['thinking'].get('thought')}"
+        return None
+
+    def _end_stream(self) -> None:
+        if self._streaming:
+            self._write("\n")
+            self._streaming = False
+
+    def _write(self, text: str) -> None:
+        self._out.write(text)
+        self._out.flush()
+
+
+def _answer(response: httpx.Response) -> dict[str, Any]:
+    if response.status_code >= 400:
+        raise ChatError(_problem(response))
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def _problem(response: httpx.Response) -> str:
+    try:
+        problem = response.json()
+    except ValueError:
+        return f"HTTP {response.status_code}"
+    detail = problem.get("detail") or problem.get("title") or f"HTTP {response.status_code}"
+    fields = "; ".join(f"{e['field']}: {e['message']}" for e in problem.get("errors") or [])
+    return f"{detail} ({fields})" if fields else str(detail)
+
+
+def _totals(metrics: dict[str, Any]) -> str:
+    return (
+        f"{metrics.get('llm_calls', 0)} LLM calls · {metrics.get('total_tokens', 0)} tokens · "
+        f"${metrics.get('total_cost_usd', '0')}"
+    )
+
+
+def _preview(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= _PREVIEW_CHARS else text[: _PREVIEW_CHARS - 1] + "…"
+
+
+def _local_token(settings: Settings, tenant: str) -> str:
+    from datetime import timedelta
+
+    from app.security import mint_token
+
+    secret = settings.hs256_secret()
+    if secret is None:
+        raise ChatError(
+            "this service accepts only its identity provider's tokens: use --server URL and --token"
+        )
+    return mint_token(
+        secret,
+        tenant_id=tenant,
+        subject="cli",
+        roles=["member"],
+        ttl=timedelta(hours=12),
+    )
+
+
+@asynccontextmanager
+async def _local_service(settings: Settings) -> AsyncIterator[str]:
+    """The service on a free port of 127.0.0.1 for as long as the chat lasts."""
+    import uvicorn
+
+    from app.api import create_app
+    from app.storage import Database, upgrade_to_head
+
+    database = Database(settings.resolved_database_url())
+    try:
+        await upgrade_to_head(database)
+    finally:
+        await database.dispose()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    port = sock.getsockname()[1]
+    ready = asyncio.Event()
+
+    class Server(uvicorn.Server):
+        """uvicorn that says when it is serving."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            ready.set()
+
+    server = Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="on"))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    started = asyncio.create_task(ready.wait())
+    try:
+        await asyncio.wait([serving, started], return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            raise ChatError("the local service did not start (see the log above)")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        started.cancel()
+        server.should_exit = True
+        await serving
+        sock.close()

@@ -1,0 +1,270 @@
+"""What a conversation's next turn costs to start: rebuilding its history from the stored
+chains of its earlier turns — whole (a process that has not served the conversation yet: two
+queries and the rebuild), and per turn (the process that served the previous turn keeps the
+history and reads only that turn).
+
+The turns are what a ReAct run of a tool-using question leaves behind, written through the
+service's own write path (ReasoningChain -> RunRecorder -> RunLog): per turn the user's
+question, an LLM call that calls the calculator, the calculator's call and result, an LLM
+call that answers, a thought and the synthesis (7 steps)."""
+
+import os
+import socket
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID, uuid4
+
+from app.agents.prompts import NATIVE_SYSTEM_PROMPT
+from app.chain import (
+    ChainCompletedEvent,
+    ChainEvent,
+    ChainStartedEvent,
+    ChainStatus,
+    DoneEvent,
+    ReasoningChain,
+    ReasoningStep,
+    ReasoningStepEvent,
+    StepType,
+    SynthesisInfo,
+    TaskState,
+    TaskStatusEvent,
+    ThinkingInfo,
+    ToolCallInfo,
+    ToolResultInfo,
+    ToolType,
+)
+from app.chain.models import utc_now
+from app.runs.audit import ToolAuditor
+from app.runs.conversations import History, rebuild
+from app.runs.recorder import RunRecorder
+from app.security.visibility import ReaderView, VisibilityPolicy
+from app.storage import Database
+from app.storage.conversations import ConversationRepository
+from app.storage.run_log import RunLog, RunnerLease
+from app.storage.types import RawJSON
+from bench.service_harness import TENANT, postgres_database, run_async
+
+TURNS = 50
+_MODEL = "gpt-4o-mini"
+
+
+@dataclass(frozen=True)
+class HistoryCost:
+    turns: int
+    messages: int
+    history_chars: int
+    rebuild_ms: list[float]
+    per_turn_ms: list[float]
+
+
+def _llm(
+    chain: ReasoningChain,
+    messages: list[dict[str, Any]],
+    value: dict[str, Any],
+    parent: UUID | None,
+) -> ReasoningStep:
+    call = ToolCallInfo(
+        tool_type=ToolType.LLM,
+        tool_name="llm",
+        arguments={"model": _MODEL, "messages": messages, "tools": ["calculator"]},
+        model=_MODEL,
+    )
+    chain.add_step(ReasoningStep(type=StepType.TOOL_CALL, tool_call=call, parent_step_id=parent))
+    return chain.add_step(
+        ReasoningStep(
+            type=StepType.TOOL_RESULT,
+            tool_result=ToolResultInfo(
+                correlation_id=call.correlation_id,
+                success=True,
+                result=value,
+                duration_ms=640.0,
+                model=_MODEL,
+                input_tokens=1200,
+                output_tokens=40,
+                total_tokens=1240,
+            ),
+        )
+    )
+
+
+def _turn_steps(chain: ReasoningChain, turn: int) -> None:
+    question = (
+        f"Order {turn}: {120 + turn} units at {3 + turn % 9}.25 each, plus shipping {turn % 7}."
+    )
+    expression = f"{120 + turn} * {3 + turn % 9}.25 + {turn % 7}"
+    messages = [
+        {"role": "system", "content": NATIVE_SYSTEM_PROMPT},
+        {"role": "user", "content": question},
+    ]
+    reply = _llm(
+        chain,
+        messages,
+        {
+            "content": None,
+            "tool_calls": [
+                {"id": f"c{turn}", "name": "calculator", "arguments": {"expression": expression}}
+            ],
+            "finish_reason": "tool_calls",
+        },
+        None,
+    )
+    call = ToolCallInfo(
+        tool_type=ToolType.SKILL, tool_name="calculator", arguments={"expression": expression}
+    )
+    step = chain.add_step(
+        ReasoningStep(type=StepType.TOOL_CALL, tool_call=call, parent_step_id=reply.id)
+    )
+    total = (120 + turn) * (3 + turn % 9 + 0.25) + turn % 7
+    chain.add_step(
+        ReasoningStep(
+            type=StepType.TOOL_RESULT,
+            tool_result=ToolResultInfo(
+                correlation_id=call.correlation_id,
+                success=True,
+                result={"expression": expression, "result": total},
+                duration_ms=0.2,
+            ),
+            parent_step_id=step.id,
+        )
+    )
+    answer = f"Order {turn} comes to {total:.2f} in all, shipping included."
+    final = _llm(
+        chain, messages, {"content": answer, "tool_calls": [], "finish_reason": "stop"}, None
+    )
+    chain.add_step(
+        ReasoningStep(
+            type=StepType.THINKING, thinking=ThinkingInfo(thought="Done."), parent_step_id=final.id
+        )
+    )
+    chain.add_step(
+        ReasoningStep(
+            type=StepType.SYNTHESIS, synthesis=SynthesisInfo(conclusion=answer, sources=[final.id])
+        )
+    )
+
+
+async def build_conversation(database_url: str, turns: int = TURNS) -> UUID:
+    """Stores a conversation of `turns` finished turns; returns its id."""
+    database = Database(database_url)
+    log = RunLog(database)
+    now = utc_now()
+    runner = RunnerLease(
+        f"bench:{os.getpid()}:{uuid4().hex[:12]}", socket.gethostname(), os.getpid(), now
+    )
+    await log.register_runner(runner)
+    async with database.transaction() as connection:
+        conversation = await ConversationRepository(connection, TENANT).create(
+            user_id="bench", agent_name="default", agent_version=None, metadata={}, at=now
+        )
+    for turn in range(1, turns + 1):
+        task_id = uuid4()
+        chain = ReasoningChain(task_id=str(task_id), agent_id="default@1", tenant_id=TENANT)
+        question = (
+            f"Order {turn}: {120 + turn} units at {3 + turn % 9}.25 each, plus shipping {turn % 7}."
+        )
+        await log.create(
+            {
+                "id": task_id,
+                "tenant_id": TENANT,
+                "user_id": "bench",
+                "status": TaskState.SUBMITTED,
+                "chain_id": chain.id,
+                "request": {"input": question},
+                "model": _MODEL,
+                "last_seq": 0,
+                "runner_id": runner.id,
+                "conversation_id": conversation.id,
+                "created_at": utc_now(),
+            },
+            {
+                "id": chain.id,
+                "task_id": task_id,
+                "tenant_id": TENANT,
+                "agent_id": chain.agent_id,
+                "status": ChainStatus.INITIALIZING,
+                "metrics": RawJSON(chain.metrics.model_dump_json()),
+                "started_at": chain.started_at,
+            },
+            after_turns=turn - 1,
+        )
+        auditor = ToolAuditor(
+            task_id=task_id,
+            chain_id=chain.id,
+            actor="bench",
+            redactor=ReaderView(
+                VisibilityPolicy(), roles=frozenset(), full_access=False, sensitive_fields=()
+            ),
+            audit_levels={},
+        )
+        recorder = RunRecorder(task_id, TENANT, chain, auditor)
+        tid, cid = str(task_id), chain.id
+        batch: list[ChainEvent] = [
+            ChainStartedEvent(task_id=tid, chain_id=cid),
+            TaskStatusEvent(task_id=tid, chain_id=cid, state=TaskState.WORKING),
+        ]
+
+        def on_step(
+            step: ReasoningStep, batch: list[ChainEvent] = batch, chain: ReasoningChain = chain
+        ) -> None:
+            batch.append(
+                ReasoningStepEvent(
+                    task_id=str(chain.task_id),
+                    chain_id=chain.id,
+                    timestamp=step.timestamp,
+                    step=step,
+                    metrics=chain.metrics.model_copy(),
+                )
+            )
+
+        chain.add_listener(on_step)
+        chain.status = ChainStatus.THINKING
+        _turn_steps(chain, turn)
+        chain.finish(ChainStatus.COMPLETED)
+        batch += [
+            ChainCompletedEvent(task_id=tid, chain_id=cid, metrics=chain.metrics),
+            DoneEvent(task_id=tid, chain_id=cid, final_state=TaskState.COMPLETED),
+        ]
+        await log.append([recorder.record(batch, [])[0]])
+    await log.remove_runner(runner.id)
+    await database.dispose()
+    return conversation.id
+
+
+async def measure(database_url: str, turns: int, samples: int) -> HistoryCost:
+    conversation_id = await build_conversation(database_url, turns)
+    database = Database(database_url)
+    rebuilt: list[float] = []
+    per_turn: list[float] = []
+    known = History(turns - 1, [])
+    try:
+        async with database.read() as connection:
+            for _ in range(3):  # warm-up: connection, statement caches
+                history = await rebuild(connection, TENANT, conversation_id)
+            for _ in range(samples):
+                started = time.perf_counter()
+                history = await rebuild(connection, TENANT, conversation_id)
+                rebuilt.append((time.perf_counter() - started) * 1000)
+            for _ in range(samples):
+                started = time.perf_counter()
+                newest = await rebuild(connection, TENANT, conversation_id, after=known)
+                per_turn.append((time.perf_counter() - started) * 1000)
+            assert newest.turns == turns
+    finally:
+        await database.dispose()
+    assert history.turns == turns, history.turns
+    chars = sum(len(str(m.get("content") or "")) for m in history.messages)
+    return HistoryCost(turns, len(history.messages), chars, rebuilt, per_turn)
+
+
+def run(turns: int = TURNS, samples: int = 200) -> HistoryCost:
+    async def main() -> HistoryCost:
+        async with postgres_database() as url:
+            return await measure(url, turns, samples)
+
+    return run_async(main())
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
