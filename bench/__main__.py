@@ -1,4 +1,4 @@
-"""`python -m bench [steps|gateway|guards|inputs|deltas|service|all] [--quick]`: prints each
+"""`python -m bench [steps|gateway|guards|inputs|deltas|history|service|all] [--quick]`: prints each
 figure with its conditions."""
 
 import argparse
@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 
 from bench import (
+    conversation_history,
     gateway_latency,
     guard_overhead,
     input_check,
@@ -35,7 +36,7 @@ def main() -> None:
     parser.add_argument(
         "which",
         nargs="?",
-        choices=["steps", "gateway", "guards", "inputs", "deltas", "service", "all"],
+        choices=["steps", "gateway", "guards", "inputs", "deltas", "history", "service", "all"],
         default="all",
     )
     parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
@@ -55,6 +56,8 @@ def main() -> None:
         _inputs(repeat=500 if args.quick else 2000)
     if args.which in ("deltas", "all"):
         _deltas(rounds=2 if args.quick else 5)
+    if args.which in ("history", "all"):
+        _history(samples=50 if args.quick else 300)
     if args.which in ("service", "all"):
         _service(quick=args.quick)
 
@@ -71,6 +74,24 @@ def _inputs(repeat: int) -> None:
             f"  {figure.label:<45} plain {figure.plain_us:9.1f} µs   checked"
             f" {figure.checked_us:9.1f} µs   added {figure.added_us:8.1f} µs"
         )
+
+
+HISTORY_TARGET_MS = 5.0
+
+
+def _history(samples: int) -> None:
+    r = conversation_history.run(samples=samples)
+    per_turn = conversation_history.median(r.per_turn_ms)
+    cold = conversation_history.median(r.rebuild_ms)
+    verdict = "met" if per_turn <= HISTORY_TARGET_MS else "MISSED"
+    print(
+        f"\nA conversation's history for its next turn ({r.turns} turns of a tool-using ReAct"
+        f" run: 7 steps each; {r.messages} messages, {r.history_chars:,} characters)\n"
+        f"  conditions: Postgres 127.0.0.1, in-process, {samples} samples each, median\n"
+        f"  per turn (the process that served the previous turn reads only that one)"
+        f" {per_turn:.2f} ms (target <= {HISTORY_TARGET_MS:g} ms: {verdict})\n"
+        f"  whole ({r.turns} turns, a process new to the conversation) {cold:.2f} ms"
+    )
 
 
 def _deltas(rounds: int) -> None:

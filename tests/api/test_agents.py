@@ -202,6 +202,26 @@ async def test_a_task_runs_the_version_it_names_and_records_it(
     assert [chain["agent_id"] for chain in chains] == ["scribe@1", "scribe@2"]
 
 
+async def test_a_callers_system_message_follows_the_agents_instructions(
+    service: Service, tenant: str
+) -> None:
+    service.fake_llm.script(MODEL, Reply.text("Bonjour."))
+    async with _admin(service, tenant) as admin:
+        await _define(admin, name="greeter", instructions="You greet people.", tools=[])
+    messages = [
+        {"role": "system", "content": "Answer in French."},
+        {"role": "user", "content": "Hello!"},
+    ]
+    async with service.client(tenant) as member:
+        task = await _run(member, input=None, messages=messages, agent="greeter")
+
+    assert task["result"] == "Bonjour."
+    assert service.fake_llm.requests_for(MODEL)[-1].body["messages"] == [
+        {"role": "system", "content": "You greet people."},
+        *messages,
+    ]
+
+
 async def test_an_archived_agent_runs_no_new_task_while_its_past_tasks_still_read(
     service: Service, tenant: str
 ) -> None:
