@@ -146,6 +146,24 @@ class Service:
 
 
 @asynccontextmanager
+async def service_with_model(
+    directory: Path, database_url: str, fake_llm: FakeLLMServer, deployment: dict[str, Any]
+) -> AsyncIterator[Service]:
+    """A service of its own whose model list holds MODEL and one more `deployment`."""
+    (directory / "models").mkdir()
+    models = write_model_list(
+        directory / "models",
+        [
+            fake_deployment(fake_llm, MODEL, input_cost=INPUT_PRICE, output_cost=OUTPUT_PRICE),
+            deployment,
+        ],
+    )
+    settings = service_settings(directory, database_url, fake_llm, models_file=models)
+    async with running_service(settings, fake_llm) as service:
+        yield service
+
+
+@asynccontextmanager
 async def running_service(settings: Settings, fake_llm: FakeLLMServer) -> AsyncIterator[Service]:
     app = create_app(settings, tools=TEST_TOOLS)
     async with serve(app) as base_url:

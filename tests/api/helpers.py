@@ -92,3 +92,12 @@ async def configure(
     assert response.status_code == 200, response.text
     answer: dict[str, Any] = response.json()
     return answer
+
+
+async def define_agent(service: Any, tenant: str, name: str, **definition: Any) -> dict[str, Any]:
+    """Defines an agent of `tenant` through the API, as its admin would."""
+    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
+        response = await admin.post("/api/v1/agents", json={"name": name, **definition})
+    assert response.status_code == 201, response.text
+    created: dict[str, Any] = response.json()
+    return created

@@ -12,16 +12,9 @@ import pytest
 from app.agents.compaction import SUMMARY_HEADER, SUMMARY_PROMPT
 from app.llm.litellm_env import litellm
 from tests.api.helpers import cost_of, stream, submit
-from tests.factories import fake_deployment, write_model_list
+from tests.factories import fake_deployment
 from tests.fakes.openai_server import FakeLLMServer, Reply
-from tests.service import (
-    INPUT_PRICE,
-    MODEL,
-    OUTPUT_PRICE,
-    Service,
-    running_service,
-    service_settings,
-)
+from tests.service import INPUT_PRICE, OUTPUT_PRICE, Service, service_with_model
 
 SMALL = "small-window"
 WINDOW = 600
@@ -33,23 +26,15 @@ async def small_service(
     database_url: str, fake_llm: FakeLLMServer, tmp_path: Path
 ) -> AsyncIterator[Service]:
     """A service whose model `small-window` takes 600 prompt tokens."""
-    (tmp_path / "models").mkdir()
-    models = write_model_list(
-        tmp_path / "models",
-        [
-            fake_deployment(fake_llm, MODEL, input_cost=INPUT_PRICE, output_cost=OUTPUT_PRICE),
-            fake_deployment(
-                fake_llm,
-                SMALL,
-                input_cost=INPUT_PRICE,
-                output_cost=OUTPUT_PRICE,
-                native_tools=True,
-                max_input_tokens=WINDOW,
-            ),
-        ],
+    small = fake_deployment(
+        fake_llm,
+        SMALL,
+        input_cost=INPUT_PRICE,
+        output_cost=OUTPUT_PRICE,
+        native_tools=True,
+        max_input_tokens=WINDOW,
     )
-    settings = service_settings(tmp_path, database_url, fake_llm, models_file=models)
-    async with running_service(settings, fake_llm) as service:
+    async with service_with_model(tmp_path, database_url, fake_llm, small) as service:
         yield service
 
 

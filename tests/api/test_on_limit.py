@@ -3,13 +3,10 @@
 limit's name, on the task, on `chain_completed` and in `done`; a cost budget is never crossed.
 With `on_limit: fail` a limit fails the task as it always did."""
 
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from app.runs.agents import AgentDefinition, definition_document
-from app.storage.agents import AgentRepository
-from tests.api.helpers import cost_of, stream, submit
+from tests.api.helpers import cost_of, define_agent, stream, submit
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
 from tests.sse import SSE
@@ -19,15 +16,6 @@ WORK = Reply.tool_calls(
     [ToolCall("calculator", {"expression": "17 * 23"})], prompt_tokens=50, completion_tokens=900
 )
 FINAL = Reply.text(ANSWER, prompt_tokens=60, completion_tokens=100)
-
-
-async def create_agent(service: Service, tenant: str, name: str, **definition: Any) -> None:
-    """An agent of the tenant, stored as its definitions are."""
-    document = definition_document(AgentDefinition(**definition))
-    async with service.state.database.transaction() as connection:
-        await AgentRepository(connection, tenant).create(
-            name, document, by="alice", at=datetime.now(UTC)
-        )
 
 
 async def _run(
@@ -56,7 +44,7 @@ def _assert_incomplete(task: dict[str, Any], events: list[SSE], reason: str) -> 
 async def test_at_max_iterations_the_task_ends_incomplete_with_the_final_answer(
     service: Service, tenant: str
 ) -> None:
-    await create_agent(service, tenant, "bounded", max_iterations=2, on_limit="answer")
+    await define_agent(service, tenant, "bounded", max_iterations=2, on_limit="answer")
     service.fake_llm.script(MODEL, WORK, WORK, FINAL)
 
     task, events = await _run(service, tenant, "bounded")
@@ -78,7 +66,7 @@ async def test_at_max_iterations_the_task_ends_incomplete_with_the_final_answer(
 async def test_with_on_limit_fail_max_iterations_fails_the_task(
     service: Service, tenant: str
 ) -> None:
-    await create_agent(service, tenant, "bounded", max_iterations=2)
+    await define_agent(service, tenant, "bounded", max_iterations=2)
     service.fake_llm.script(MODEL, WORK, WORK)
 
     task, events = await _run(service, tenant, "bounded")
@@ -96,7 +84,7 @@ async def test_at_a_cost_budget_the_task_ends_incomplete_within_the_budget(
     """Each ordinary call may cost about $0.0024 at worst and costs $0.00185; the final call is
     kept back at about $0.0019. After two calls a third and the final one would not fit in
     $0.007, so the third call is the final one."""
-    await create_agent(service, tenant, "frugal", on_limit="answer", max_output_tokens=1000)
+    await define_agent(service, tenant, "frugal", on_limit="answer", max_output_tokens=1000)
     service.fake_llm.script(MODEL, WORK, WORK, FINAL)
     budget = Decimal("0.007")
 
@@ -119,7 +107,7 @@ async def test_at_a_cost_budget_the_task_ends_incomplete_within_the_budget(
 async def test_at_the_same_cost_budget_on_limit_fail_fails_budget_exceeded(
     service: Service, tenant: str
 ) -> None:
-    await create_agent(service, tenant, "frugal", max_output_tokens=1000)
+    await define_agent(service, tenant, "frugal", max_output_tokens=1000)
     service.fake_llm.script(MODEL, WORK, WORK, WORK)
     budget = Decimal("0.007")
 

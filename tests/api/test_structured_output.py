@@ -5,25 +5,15 @@ task `invalid_output`; models that can enforce the schema are asked to, others a
 
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app.runs.agents import AgentDefinition, definition_document
-from app.storage.agents import AgentRepository
-from tests.api.helpers import stream, submit
-from tests.factories import fake_deployment, write_model_list
+from tests.api.helpers import define_agent, stream, submit
+from tests.factories import fake_deployment
 from tests.fakes.openai_server import FakeLLMServer, Reply
-from tests.service import (
-    INPUT_PRICE,
-    MODEL,
-    OUTPUT_PRICE,
-    Service,
-    running_service,
-    service_settings,
-)
+from tests.service import INPUT_PRICE, MODEL, OUTPUT_PRICE, Service, service_with_model
 
 SCHEMA_MODEL, SCHEMA_UPSTREAM = "schema-model", "gpt-4o"
 CITY: dict[str, Any] = {
@@ -33,15 +23,6 @@ CITY: dict[str, Any] = {
     "required": ["city", "population"],
 }
 PARIS = {"city": "Paris", "population": 2102650}
-
-
-async def create_agent(service: Service, tenant: str, name: str, **definition: Any) -> None:
-    """An agent of the tenant, stored as its definitions are."""
-    document = definition_document(AgentDefinition(**definition))
-    async with service.state.database.transaction() as connection:
-        await AgentRepository(connection, tenant).create(
-            name, document, by="alice", at=datetime.now(UTC)
-        )
 
 
 async def _ask(service: Service, tenant: str, agent: str) -> tuple[dict[str, Any], list[Any]]:
@@ -55,7 +36,7 @@ async def _ask(service: Service, tenant: str, agent: str) -> tuple[dict[str, Any
 
 
 async def test_a_valid_answer_is_the_tasks_output(service: Service, tenant: str) -> None:
-    await create_agent(service, tenant, "geo", response_format=CITY)
+    await define_agent(service, tenant, "geo", response_format=CITY)
     service.fake_llm.script(MODEL, Reply.text(json.dumps(PARIS)))
 
     task, events = await _ask(service, tenant, "geo")
@@ -77,7 +58,7 @@ async def test_a_valid_answer_is_the_tasks_output(service: Service, tenant: str)
 async def test_output_text_the_databases_refuse_is_stored_as_all_model_text_is(
     service: Service, tenant: str
 ) -> None:
-    await create_agent(service, tenant, "geo", response_format=CITY)
+    await define_agent(service, tenant, "geo", response_format=CITY)
     # JSON escapes for U+0000 and a lone surrogate: valid JSON, refused by Postgres.
     service.fake_llm.script(MODEL, Reply.text('{"city": "Par\\u0000is \\ud800", "population": 1}'))
 
@@ -92,7 +73,7 @@ async def test_output_text_the_databases_refuse_is_stored_as_all_model_text_is(
 async def test_an_agent_without_a_response_format_has_no_output(
     service: Service, tenant: str
 ) -> None:
-    await create_agent(service, tenant, "plain")
+    await define_agent(service, tenant, "plain")
     service.fake_llm.script(MODEL, Reply.text(json.dumps(PARIS)))
 
     task, _ = await _ask(service, tenant, "plain")
@@ -105,7 +86,7 @@ async def test_an_agent_without_a_response_format_has_no_output(
 async def test_an_invalid_first_answer_is_retried_with_its_errors_then_accepted(
     service: Service, tenant: str
 ) -> None:
-    await create_agent(service, tenant, "geo", response_format=CITY)
+    await define_agent(service, tenant, "geo", response_format=CITY)
     service.fake_llm.script(
         MODEL, Reply.text('{"city": "Paris", "population": "2.1M"}'), Reply.text(json.dumps(PARIS))
     )
@@ -132,7 +113,7 @@ async def test_answers_that_never_match_fail_invalid_output_after_one_call_plus_
 ) -> None:
     retries = service.settings.output_retries
     assert retries == 2  # the default
-    await create_agent(service, tenant, "geo", response_format=CITY)
+    await define_agent(service, tenant, "geo", response_format=CITY)
     service.fake_llm.script(
         MODEL,
         *[Reply.text("Paris, of course.") for _ in range(retries)],
@@ -158,30 +139,22 @@ async def schema_service(
 ) -> AsyncIterator[Service]:
     """A service whose `schema-model` is `openai/gpt-4o` (which LiteLLM says takes a JSON
     Schema `response_format`), served by the fake server."""
-    (tmp_path / "models").mkdir()
-    models = write_model_list(
-        tmp_path / "models",
-        [
-            fake_deployment(fake_llm, MODEL, input_cost=INPUT_PRICE, output_cost=OUTPUT_PRICE),
-            fake_deployment(
-                fake_llm,
-                SCHEMA_MODEL,
-                upstream=SCHEMA_UPSTREAM,
-                input_cost=INPUT_PRICE,
-                output_cost=OUTPUT_PRICE,
-                native_tools=True,
-            ),
-        ],
+    schema_model = fake_deployment(
+        fake_llm,
+        SCHEMA_MODEL,
+        upstream=SCHEMA_UPSTREAM,
+        input_cost=INPUT_PRICE,
+        output_cost=OUTPUT_PRICE,
+        native_tools=True,
     )
-    settings = service_settings(tmp_path, database_url, fake_llm, models_file=models)
-    async with running_service(settings, fake_llm) as service:
+    async with service_with_model(tmp_path, database_url, fake_llm, schema_model) as service:
         yield service
 
 
 async def test_a_model_that_supports_schemas_gets_the_response_format_on_the_request(
     schema_service: Service, tenant: str
 ) -> None:
-    await create_agent(schema_service, tenant, "geo", model=SCHEMA_MODEL, response_format=CITY)
+    await define_agent(schema_service, tenant, "geo", model=SCHEMA_MODEL, response_format=CITY)
     schema_service.fake_llm.script(SCHEMA_UPSTREAM, Reply.text(json.dumps(PARIS)))
 
     task, _ = await _ask(schema_service, tenant, "geo")
