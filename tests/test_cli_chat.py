@@ -77,8 +77,11 @@ async def test_chat_holds_a_two_turn_conversation_on_its_standard_input(
     assert [m["role"] for m in second[1:]] == ["user", "assistant", "tool", "assistant", "user"]
     assert second[1]["content"] == "What is 2 + 2?"
     assert second[-1]["content"] == "And doubled?"
-    # Its output was streamed: the model was asked to stream, and the text typed in live.
+    # Its output was streamed: the model was asked to stream, and the text typed in live, whole,
+    # though the run was under way before the turn's stream was opened.
     assert all(r.body.get("stream") is True for r in fake_llm.requests)
+    assert "  … It is 4.\n" in out
+    assert "  … Doubled, 8.\n" in out
     assert SUMMARY_PROMPT not in str(second)
 
 

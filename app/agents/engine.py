@@ -1,5 +1,6 @@
 """The API an agent reasons with: every call goes through the executor and into the chain."""
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -115,6 +116,7 @@ class ReasoningEngine:
         self._llm = llm if isinstance(llm, LLMTool) else None
         # The arguments of the call being fitted into its model's window.
         self._fitting: dict[str, Any] = {}
+        self._fitting_one = asyncio.Lock()
         self._compactor = (
             None
             if compact_at is None or self._llm is None
@@ -201,10 +203,12 @@ class ReasoningEngine:
         }
         arguments.update({key: value for key, value in optional.items() if value is not None})
         if messages is not None and self._compactor is not None and self._llm is not None:
-            # What the model is sent may be compacted; the caller's messages stay whole.
-            self._fitting = arguments
-            window = self._llm.input_window(arguments, self._context.models)
-            fitted = await self._compactor.fit(arguments["messages"], window)
+            # What the model is sent may be compacted; the caller's messages stay whole. One
+            # call is fitted at a time: a run's compaction is shared by all its calls.
+            async with self._fitting_one:
+                self._fitting = arguments
+                window = self._llm.input_window(arguments, self._context.models)
+                fitted = await self._compactor.fit(arguments["messages"], window)
             arguments["messages"] = fitted
             messages = fitted
         return await self._call(arguments, messages, parent_step_id, visibility)

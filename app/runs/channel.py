@@ -119,14 +119,20 @@ class RunChannel:
         self._wake()
 
     def follow(
-        self, after: int = 0, *, keepalive_s: float | None = None
+        self, after: int = 0, *, keepalive_s: float | None = None, buffered: bool | None = None
     ) -> AsyncGenerator[StreamItem, None]:
-        """Every event with `seq > after`, the moment it is published, and every delta pushed
-        from this call on, right after the event it follows (none that follow an event at or
-        before `after`); `None` (KEEPALIVE) after each idle `keepalive_s`. Ends when the
-        channel is closed and its events read to the end. A follower more than the buffer
-        behind on deltas skips those the buffer no longer holds."""
-        return self._follow(after, self._pushed, keepalive_s)
+        """Every event with `seq > after`, the moment it is published, and the deltas that
+        follow those events, each right after its event: those pushed from this call on
+        (none that follow an event at or before `after`), and for a stream opened from the
+        start (`after` 0) also those the buffer still holds — a run is under way before its
+        first subscriber (the one that submitted it) comes, and it gets what the model wrote
+        so far. A resumed stream gets only the deltas from its return on: the steps hold the
+        whole text. `None` (KEEPALIVE) after each idle `keepalive_s`. Ends when the channel
+        is closed and its events read to the end. A follower more than the buffer behind on
+        deltas skips those the buffer no longer holds."""
+        fresh = after == 0 if buffered is None else buffered
+        seen = self._pushed - len(self._deltas) if fresh else self._pushed
+        return self._follow(after, seen, keepalive_s)
 
     async def _follow(
         self, after: int, seen: int, keepalive_s: float | None

@@ -61,7 +61,9 @@ async def _viewed(
         view = None
     # A view with nothing to redact has nothing to learn from earlier steps either.
     start = 0 if view is not None and not view.transparent else after
-    events = _events(manager, log, task_id, tenant_id, chain_id, start, keepalive_s)
+    events = _events(
+        manager, log, task_id, tenant_id, chain_id, start, keepalive_s, buffered=after == 0
+    )
     if view is None:
         async for event in events:
             yield event
@@ -108,6 +110,8 @@ async def _events(
     chain_id: UUID,
     after: int,
     keepalive_s: float | None,
+    *,
+    buffered: bool,
 ) -> AsyncIterator[StreamItem]:
     """A live run's channel holds every event it has published, and publishes only what is
     stored, so a subscriber that finds the channel needs nothing from the store; one that does
@@ -115,7 +119,7 @@ async def _events(
     gone: they are never stored)."""
     channel = manager.channel(task_id)
     if channel is not None:
-        async for event in channel.follow(after, keepalive_s=keepalive_s):
+        async for event in channel.follow(after, keepalive_s=keepalive_s, buffered=buffered):
             yield event
         return
     while True:

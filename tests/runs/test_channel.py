@@ -112,6 +112,19 @@ async def test_a_follower_gets_no_delta_pushed_before_it_came_or_before_its_posi
     assert [_label(item) async for item in late] == ["live", 5]
 
 
+async def test_a_stream_from_the_start_gets_the_deltas_the_buffer_holds() -> None:
+    """The client that submits a task subscribes once its run is under way."""
+    channel = RunChannel()
+    channel.publish(_events(1, 2))
+    channel.push(_delta(2, "written"))
+    channel.push(_delta(2, "so far"))
+    first = channel.follow()
+    channel.push(_delta(2, "then"))
+    channel.publish(_events(3, 3))
+    channel.close()
+    assert [_label(item) async for item in first] == [1, 2, "written", "so far", "then", 3]
+
+
 async def test_a_follower_that_falls_behind_skips_the_deltas_the_buffer_no_longer_holds() -> None:
     channel = RunChannel(delta_buffer=4)
     channel.publish(_events(1, 1))
