@@ -131,15 +131,20 @@ class _TurnPrinter:
     def __init__(self, out: TextIO) -> None:
         self._out = out
         self._streaming = False
+        # The text the model's last reply typed in: a thought it holds is not printed again.
+        self._typed = ""
         self._llm_calls: set[str] = set()
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "output_delta":
             if data.get("kind", "content") == "content":
+                text = str(data.get("delta", ""))
                 if not self._streaming:
                     self._write("  … ")
                     self._streaming = True
-                self._write(str(data.get("delta", "")).replace("\n", "\n    "))
+                    self._typed = ""
+                self._typed += text
+                self._write(text.replace("\n", "\n    "))
             return
         self._end_stream()
         if kind == "reasoning_step":
@@ -173,7 +178,10 @@ class _TurnPrinter:
                 return f"← {_preview(result.get('result'))}"
             return f"← failed ({result.get('error_code')}): {result.get('error')}"
         if step.get("type") == "thinking":
-            return f"· {step['thinking'].get('thought')}"
+            thought = str(step["thinking"].get("thought") or "").strip()
+            if thought and thought in self._typed:
+                return None  # already typed in as the model wrote it
+            return f"· {thought}"
         return None
 
     def _end_stream(self) -> None:

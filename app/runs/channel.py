@@ -113,6 +113,14 @@ class RunChannel:
         self._pushed += 1
         self._wake()
 
+    def discard_deltas(self, *, after: int) -> None:
+        """Drops the buffered deltas that follow an event past `after`: a run ended here,
+        after its last stored event, will never publish the events they follow (no
+        subscriber can have had them)."""
+        while self._deltas and self._deltas[-1].after > after:
+            self._deltas.pop()
+            self._pushed -= 1
+
     def close(self) -> None:
         """No more events: subscribers end once they have read everything."""
         self._closed = True

@@ -261,6 +261,7 @@ class RunWriter:
         for live, _, events in closing:
             if id(live) in stored:
                 self._metrics.observe(live.labels, ended[id(live)])
+                live.channel.discard_deltas(after=events[0].seq - 1)
                 live.channel.publish(events)
             live.channel.close()
             live.stored.set()

@@ -165,3 +165,16 @@ async def test_a_closed_channel_ends_with_its_events_and_the_deltas_that_follow_
 def test_a_delta_is_encoded_once_as_an_sse_frame_without_an_id() -> None:
     delta = _delta(7, "hi")
     assert delta.frame == b'event: output_delta\ndata: {"delta": "hi"}\n\n'
+
+
+async def test_a_run_ended_after_its_last_stored_event_drops_the_deltas_beyond_it() -> None:
+    channel = RunChannel()
+    channel.publish(_events(1, 2))
+    follower = channel.follow()
+    channel.push(_delta(2, "kept"))
+    channel.push(_delta(3, "lost"))  # follows an event the run emitted but never stored
+    channel.discard_deltas(after=2)
+    # The closing events, chain_failed and done, numbered after the last stored one.
+    channel.publish(_events(3, 4))
+    channel.close()
+    assert [_label(item) async for item in follower] == [1, 2, "kept", 3, 4]
