@@ -194,15 +194,14 @@ async def _token_refusal(settings: Settings, tenant_id: str) -> str | None:
     """Why no token should be minted for `tenant_id` (the API would refuse it), if so. The
     database is migrated first; in development the `default` tenant is made, as the server
     does at start-up."""
-    from app.governance.tenants import DEFAULT_TENANT, TenantDirectory, ensure_default_tenant
-    from app.storage import Database, upgrade_to_head
+    from app.governance.tenants import command_tenant
+    from app.storage import Database
 
     database = Database(settings.resolved_database_url())
     try:
-        await upgrade_to_head(database)
-        if settings.env == "development" and tenant_id == DEFAULT_TENANT:
-            await ensure_default_tenant(database)
-        tenant = await TenantDirectory(database, ttl_s=0).get(tenant_id)
+        tenant = await command_tenant(
+            database, tenant_id, development=settings.env == "development"
+        )
     finally:
         await database.dispose()
     if tenant is None:

@@ -278,15 +278,14 @@ async def _tenant_database(
 ) -> "AsyncIterator[tuple[Database, Tenant]]":
     """The configured database (migrated first, like every in-process command) and the
     tenant the command acts in, which must exist and be active."""
-    from app.governance.tenants import DEFAULT_TENANT, TenantDirectory, ensure_default_tenant
-    from app.storage import Database, upgrade_to_head
+    from app.governance.tenants import command_tenant
+    from app.storage import Database
 
     database = Database(settings.resolved_database_url())
     try:
-        await upgrade_to_head(database)
-        if settings.env == "development" and tenant_id == DEFAULT_TENANT:
-            await ensure_default_tenant(database)
-        tenant = await TenantDirectory(database, ttl_s=0).get(tenant_id)
+        tenant = await command_tenant(
+            database, tenant_id, development=settings.env == "development"
+        )
         if tenant is None or not tenant.is_active:
             state = "no" if tenant is None else "a disabled"
             raise CommandFailed([f"{state} tenant {tenant_id!r} (see `omniforge tenant`)"])

@@ -9,7 +9,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -245,9 +244,8 @@ def _local_token(settings: Settings, tenant: str) -> str:
 @asynccontextmanager
 async def _local_service(settings: Settings) -> AsyncIterator[str]:
     """The service on a free port of 127.0.0.1 for as long as the chat lasts."""
-    import uvicorn
-
     from app.api import create_app
+    from app.api.serving import ServerDidNotStart, serve_locally
     from app.storage import Database, upgrade_to_head
 
     database = Database(settings.resolved_database_url())
@@ -255,29 +253,8 @@ async def _local_service(settings: Settings) -> AsyncIterator[str]:
         await upgrade_to_head(database)
     finally:
         await database.dispose()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    port = sock.getsockname()[1]
-    ready = asyncio.Event()
-
-    class Server(uvicorn.Server):
-        """uvicorn that says when it is serving."""
-
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            ready.set()
-
-    server = Server(uvicorn.Config(create_app(settings), log_level="warning", lifespan="on"))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    started = asyncio.create_task(ready.wait())
     try:
-        await asyncio.wait([serving, started], return_when=asyncio.FIRST_COMPLETED)
-        if not ready.is_set():
-            raise ChatError("the local service did not start (see the log above)")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        started.cancel()
-        server.should_exit = True
-        await serving
-        sock.close()
+        async with serve_locally(create_app(settings), backlog=64) as base_url:
+            yield base_url
+    except ServerDidNotStart:
+        raise ChatError("the local service did not start (see the log above)") from None

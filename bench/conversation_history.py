@@ -8,42 +8,29 @@ service's own write path (ReasoningChain -> RunRecorder -> RunLog): per turn the
 question, an LLM call that calls the calculator, the calculator's call and result, an LLM
 call that answers, a thought and the synthesis (7 steps)."""
 
-import os
-import socket
 import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from app.agents.prompts import NATIVE_SYSTEM_PROMPT
 from app.chain import (
-    ChainCompletedEvent,
-    ChainEvent,
-    ChainStartedEvent,
-    ChainStatus,
-    DoneEvent,
     ReasoningChain,
     ReasoningStep,
-    ReasoningStepEvent,
     StepType,
     SynthesisInfo,
-    TaskState,
-    TaskStatusEvent,
     ThinkingInfo,
     ToolCallInfo,
     ToolResultInfo,
     ToolType,
 )
 from app.chain.models import utc_now
-from app.runs.audit import ToolAuditor
 from app.runs.conversations import History, rebuild
-from app.runs.recorder import RunRecorder
-from app.security.visibility import ReaderView, VisibilityPolicy
 from app.storage import Database
 from app.storage.conversations import ConversationRepository
-from app.storage.run_log import RunLog, RunnerLease
-from app.storage.types import RawJSON
+from app.storage.run_log import RunLog
+from bench.recorded_run import RecordedRun, bench_runner
 from bench.service_harness import TENANT, postgres_database, run_async
 
 TURNS = 50
@@ -89,10 +76,12 @@ def _llm(
     )
 
 
+def _question(turn: int) -> str:
+    return f"Order {turn}: {120 + turn} units at {3 + turn % 9}.25 each, plus shipping {turn % 7}."
+
+
 def _turn_steps(chain: ReasoningChain, turn: int) -> None:
-    question = (
-        f"Order {turn}: {120 + turn} units at {3 + turn % 9}.25 each, plus shipping {turn % 7}."
-    )
+    question = _question(turn)
     expression = f"{120 + turn} * {3 + turn % 9}.25 + {turn % 7}"
     messages = [
         {"role": "system", "content": NATIVE_SYSTEM_PROMPT},
@@ -149,85 +138,24 @@ async def build_conversation(database_url: str, turns: int = TURNS) -> UUID:
     """Stores a conversation of `turns` finished turns; returns its id."""
     database = Database(database_url)
     log = RunLog(database)
-    now = utc_now()
-    runner = RunnerLease(
-        f"bench:{os.getpid()}:{uuid4().hex[:12]}", socket.gethostname(), os.getpid(), now
-    )
-    await log.register_runner(runner)
     async with database.transaction() as connection:
         conversation = await ConversationRepository(connection, TENANT).create(
-            user_id="bench", agent_name="default", agent_version=None, metadata={}, at=now
+            user_id="bench", agent_name="default", agent_version=None, metadata={}, at=utc_now()
         )
-    for turn in range(1, turns + 1):
-        task_id = uuid4()
-        chain = ReasoningChain(task_id=str(task_id), agent_id="default@1", tenant_id=TENANT)
-        question = (
-            f"Order {turn}: {120 + turn} units at {3 + turn % 9}.25 each, plus shipping {turn % 7}."
-        )
-        await log.create(
-            {
-                "id": task_id,
-                "tenant_id": TENANT,
-                "user_id": "bench",
-                "status": TaskState.SUBMITTED,
-                "chain_id": chain.id,
-                "request": {"input": question},
-                "model": _MODEL,
-                "last_seq": 0,
-                "runner_id": runner.id,
-                "conversation_id": conversation.id,
-                "created_at": utc_now(),
-            },
-            {
-                "id": chain.id,
-                "task_id": task_id,
-                "tenant_id": TENANT,
-                "agent_id": chain.agent_id,
-                "status": ChainStatus.INITIALIZING,
-                "metrics": RawJSON(chain.metrics.model_dump_json()),
-                "started_at": chain.started_at,
-            },
-            after_turns=turn - 1,
-        )
-        auditor = ToolAuditor(
-            task_id=task_id,
-            chain_id=chain.id,
-            actor="bench",
-            redactor=ReaderView(
-                VisibilityPolicy(), roles=frozenset(), full_access=False, sensitive_fields=()
-            ),
-            audit_levels={},
-        )
-        recorder = RunRecorder(task_id, TENANT, chain, auditor)
-        tid, cid = str(task_id), chain.id
-        batch: list[ChainEvent] = [
-            ChainStartedEvent(task_id=tid, chain_id=cid),
-            TaskStatusEvent(task_id=tid, chain_id=cid, state=TaskState.WORKING),
-        ]
-
-        def on_step(
-            step: ReasoningStep, batch: list[ChainEvent] = batch, chain: ReasoningChain = chain
-        ) -> None:
-            batch.append(
-                ReasoningStepEvent(
-                    task_id=str(chain.task_id),
-                    chain_id=chain.id,
-                    timestamp=step.timestamp,
-                    step=step,
-                    metrics=chain.metrics.model_copy(),
-                )
+    async with bench_runner(log) as runner_id:
+        for turn in range(1, turns + 1):
+            run = await RecordedRun.start(
+                log,
+                TENANT,
+                runner_id,
+                request={"input": _question(turn)},
+                model=_MODEL,
+                agent_id="default@1",
+                conversation_id=conversation.id,
+                after_turns=turn - 1,
             )
-
-        chain.add_listener(on_step)
-        chain.status = ChainStatus.THINKING
-        _turn_steps(chain, turn)
-        chain.finish(ChainStatus.COMPLETED)
-        batch += [
-            ChainCompletedEvent(task_id=tid, chain_id=cid, metrics=chain.metrics),
-            DoneEvent(task_id=tid, chain_id=cid, final_state=TaskState.COMPLETED),
-        ]
-        await log.append([recorder.record(batch, [])[0]])
-    await log.remove_runner(runner.id)
+            _turn_steps(run.chain, turn)
+            await run.complete()
     await database.dispose()
     return conversation.id
 

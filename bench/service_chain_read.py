@@ -8,41 +8,27 @@ final answer. The service's run limit (max_iterations <= 100) is why no real run
 """
 
 import json
-import os
-import socket
 import time
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from app.agents.prompts import NATIVE_SYSTEM_PROMPT
 from app.chain import (
-    ChainCompletedEvent,
-    ChainEvent,
-    ChainStartedEvent,
-    ChainStatus,
-    DoneEvent,
     ReasoningChain,
     ReasoningStep,
-    ReasoningStepEvent,
     StepType,
     SynthesisInfo,
-    TaskState,
-    TaskStatusEvent,
     ThinkingInfo,
     ToolCallInfo,
     ToolResultInfo,
     ToolType,
     VisibilityConfig,
 )
-from app.chain.models import utc_now
-from app.runs.audit import ToolAuditor
-from app.runs.recorder import RunRecorder
-from app.security.visibility import ReaderView, VisibilityPolicy
 from app.storage import Database
-from app.storage.run_log import RunLog, RunnerLease
-from app.storage.types import RawJSON
+from app.storage.run_log import RunLog
+from bench.recorded_run import RecordedRun, bench_runner
 from bench.service_harness import TENANT, Stack, client, percentile, run_async, stack
 
 STEPS = 1000
@@ -158,85 +144,29 @@ async def build_chain(database_url: str, steps: int = STEPS) -> UUID:
     """Stores a completed `steps`-step chain of tenant TENANT; returns its id."""
     database = Database(database_url)
     log = RunLog(database)
-    task_id, now = uuid4(), utc_now()
-    # This process runs the task as a runner of its own, or the service would end it as an
-    # orphan (the build takes seconds, well within a lease).
-    runner = RunnerLease(
-        f"bench:{os.getpid()}:{task_id.hex[:12]}", socket.gethostname(), os.getpid(), now
-    )
-    await log.register_runner(runner)
-    chain = ReasoningChain(task_id=str(task_id), agent_id="react", tenant_id=TENANT, started_at=now)
-    await log.create(
-        {
-            "id": task_id,
-            "tenant_id": TENANT,
-            "user_id": "bench",
-            "status": TaskState.SUBMITTED,
-            "chain_id": chain.id,
-            "request": {"input": _TASK},
-            "model": _MODEL,
-            "last_seq": 0,
-            "runner_id": runner.id,
-            "created_at": now,
-        },
-        {
-            "id": chain.id,
-            "task_id": task_id,
-            "tenant_id": TENANT,
-            "agent_id": chain.agent_id,
-            "status": ChainStatus.INITIALIZING,
-            "metrics": RawJSON(chain.metrics.model_dump_json()),
-            "started_at": now,
-        },
-    )
-    auditor = ToolAuditor(
-        task_id=task_id,
-        chain_id=chain.id,
-        actor="bench",
-        redactor=ReaderView(
-            VisibilityPolicy(), roles=frozenset(), full_access=False, sensitive_fields=()
-        ),
-        audit_levels={},
-    )
-    recorder = RunRecorder(task_id, TENANT, chain, auditor)
-    tid, cid = str(task_id), chain.id
-    batch: list[ChainEvent] = [
-        ChainStartedEvent(task_id=tid, chain_id=cid),
-        TaskStatusEvent(task_id=tid, chain_id=cid, state=TaskState.WORKING),
-    ]
-
-    def on_step(step: ReasoningStep) -> None:  # as a run announces each step
-        metrics = chain.metrics.model_copy()
-        batch.append(
-            ReasoningStepEvent(
-                task_id=tid, chain_id=cid, timestamp=step.timestamp, step=step, metrics=metrics
+    async with bench_runner(log) as runner_id:
+        run = await RecordedRun.start(
+            log, TENANT, runner_id, request={"input": _TASK}, model=_MODEL, agent_id="react"
+        )
+        chain = run.chain
+        iterations = (steps - 5) // 5
+        for n in range(iterations):
+            _iteration(chain, n)
+            await run.flush()
+        while len(chain.steps) < steps - 3:
+            chain.add_step(
+                ReasoningStep(type=StepType.THINKING, thinking=ThinkingInfo(thought=_TASK))
+            )
+        _llm_steps(chain, iterations, [{"role": "user", "content": _TASK}])
+        sources = [s.id for s in chain.steps if s.type is StepType.TOOL_RESULT][-20:]
+        conclusion = f"The running total after {iterations} lines is known."
+        chain.add_step(
+            ReasoningStep(
+                type=StepType.SYNTHESIS,
+                synthesis=SynthesisInfo(conclusion=conclusion, sources=sources),
             )
         )
-
-    chain.add_listener(on_step)
-    chain.status = ChainStatus.THINKING
-    iterations = (steps - 5) // 5
-    for n in range(iterations):
-        _iteration(chain, n)
-        await log.append([recorder.record(batch, [])[0]])
-        batch.clear()
-    while len(chain.steps) < steps - 3:
-        chain.add_step(ReasoningStep(type=StepType.THINKING, thinking=ThinkingInfo(thought=_TASK)))
-    _llm_steps(chain, iterations, [{"role": "user", "content": _TASK}])
-    sources = [s.id for s in chain.steps if s.type is StepType.TOOL_RESULT][-20:]
-    conclusion = f"The running total after {iterations} lines is known."
-    chain.add_step(
-        ReasoningStep(
-            type=StepType.SYNTHESIS, synthesis=SynthesisInfo(conclusion=conclusion, sources=sources)
-        )
-    )
-    chain.finish(ChainStatus.COMPLETED)
-    batch += [
-        ChainCompletedEvent(task_id=tid, chain_id=cid, metrics=chain.metrics),
-        DoneEvent(task_id=tid, chain_id=cid, final_state=TaskState.COMPLETED),
-    ]
-    await log.append([recorder.record(batch, [])[0]])
-    await log.remove_runner(runner.id)
+        await run.complete()
     await database.dispose()
     return chain.id
 

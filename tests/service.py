@@ -1,8 +1,6 @@
 """The service under test: the real app on a real uvicorn on 127.0.0.1, its database built by
 the migrations, its models served by the fake LLM server."""
 
-import asyncio
-import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -11,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
 from fastapi import FastAPI
 
 from app.api import create_app
+from app.api.serving import serve_locally as serve
 from app.api.state import AppState
 from app.config import Settings
 from app.security import mint_token
@@ -28,48 +26,6 @@ MODEL = "fake-model"
 # Prices (USD per token) of MODEL, as the model list states them.
 INPUT_PRICE = "0.000001"
 OUTPUT_PRICE = "0.000002"
-
-
-class _Server(uvicorn.Server):
-    """uvicorn that says when it is serving, instead of being polled."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.ready = asyncio.Event()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.ready.set()
-
-
-@asynccontextmanager
-async def serve(app: FastAPI) -> AsyncIterator[str]:
-    """Serves `app` on a free port of 127.0.0.1 until the block ends; yields its base URL."""
-    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that name TCP; without it
-    # Nagle and delayed ACKs hold every small response back by some 40 ms.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(2048)
-    port = sock.getsockname()[1]
-    server = _Server(
-        uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2, backlog=2048
-        )
-    )
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    ready = asyncio.create_task(server.ready.wait())
-    await asyncio.wait([serving, ready], return_when=asyncio.FIRST_COMPLETED)
-    if not ready.done():
-        ready.cancel()
-        await serving
-        raise RuntimeError("the service did not start")
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await serving
-        sock.close()
 
 
 def service_settings(

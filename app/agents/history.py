@@ -15,8 +15,9 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-LLM_TOOL_NAME = "llm"
-COMPACTION = "compaction"
+from app.agents.compaction import COMPACTION
+from app.chain import ToolType
+
 NO_RESULT = "Error (interrupted): the turn ended before this call returned a result"
 
 
@@ -42,7 +43,7 @@ def turn_messages(
         if kind == "tool_call":
             call = step["tool_call"]
             correlation = call["correlation_id"]
-            if call.get("tool_type") == LLM_TOOL_NAME:
+            if call.get("tool_type") == ToolType.LLM:
                 llm_calls.add(correlation)
                 if call.get("arguments", {}).get("purpose") == COMPACTION:
                     compactions.add(correlation)

@@ -12,6 +12,7 @@ from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
 from app.security.visibility import VisibilityPolicy
 from app.storage.database import Database
+from app.storage.migrate import upgrade_to_head
 from app.storage.records import TenantRecord
 from app.storage.tenants import TenantExists, TenantRepository
 
@@ -106,3 +107,13 @@ async def ensure_default_tenant(database: Database) -> None:
     with contextlib.suppress(TenantExists):  # another process starting at once made it
         async with database.transaction() as connection:
             await TenantRepository(connection).create(DEFAULT_TENANT, "Default", at=utc_now())
+
+
+async def command_tenant(database: Database, tenant_id: str, *, development: bool) -> Tenant | None:
+    """The tenant a command run on the service's machine acts in, with the database migrated
+    first; in development the `default` tenant is made if need be, as the server does at
+    start-up. None when there is no such tenant."""
+    await upgrade_to_head(database)
+    if development and tenant_id == DEFAULT_TENANT:
+        await ensure_default_tenant(database)
+    return await TenantDirectory(database, ttl_s=0).get(tenant_id)

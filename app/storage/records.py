@@ -162,3 +162,10 @@ class ConversationRecord(_Record):
     turns: int
     created_at: datetime
     updated_at: datetime
+
+    @property
+    def agent_ref(self) -> str:
+        """The agent its turns run: `name` (its newest version) or `name@N` (pinned)."""
+        if self.agent_version is None:
+            return self.agent_name
+        return f"{self.agent_name}@{self.agent_version}"

@@ -51,12 +51,9 @@ class ConversationOut(BaseModel):
 
     @classmethod
     def of(cls, record: ConversationRecord) -> "ConversationOut":
-        agent = record.agent_name
-        if record.agent_version is not None:
-            agent = f"{agent}@{record.agent_version}"
         return cls(
             id=record.id,
-            agent=agent,
+            agent=record.agent_ref,
             user_id=record.user_id,
             metadata=record.metadata,
             turn_count=record.turns,

@@ -59,11 +59,8 @@ async def submit_task(state: AppState, caller: Caller, submission: TaskSubmissio
 def _turn_agent(conversation: ConversationRecord, ref: str | None) -> str:
     """The agent a turn runs: the conversation's (pinned or newest), or a version of it the
     task names; another agent is refused."""
-    own = conversation.agent_name
-    if conversation.agent_version is not None:
-        own = f"{own}@{conversation.agent_version}"
     if ref is None:
-        return own
+        return conversation.agent_ref
     name, _ = parse_ref(ref)
     if name != conversation.agent_name:
         raise InvalidSubmission(
