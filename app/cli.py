@@ -15,7 +15,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from app import cli_agents, cli_chat
+from app import cli_agents, cli_chat, cli_secrets
 from app.agents import AgentRuntime, AgentTask, CoTAgent, RuntimeSettings
 from app.chain import (
     ChainCompletedEvent,
@@ -30,7 +30,10 @@ from app.chain import (
 from app.config import InsecureSettings, Settings
 from app.llm import ModelConfigError
 from app.security import mint_token
+from app.tools.base import BaseTool
+from app.tools.builtin import builtin_tools
 from app.tools.models import OutputDelta
+from app.tools.plugins import PluginError, load_plugin_tools
 
 if TYPE_CHECKING:
     from app.runs.agents import ResolvedAgent
@@ -92,7 +95,13 @@ def _configured(args: argparse.Namespace) -> tuple[Settings, AgentRuntime | None
             runtime_settings = RuntimeSettings.model_validate(settings).model_copy(
                 update={key: value for key, value in overrides.items() if value}
             )
-            runtime = AgentRuntime.build(runtime_settings, mode=getattr(args, "mode", "auto"))
+            # `models` needs no tools: a broken plugin must not hide the model list.
+            tools = None if command == "models" else _tools(settings)
+            runtime = AgentRuntime.build(
+                runtime_settings, tools=tools, mode=getattr(args, "mode", "auto")
+            )
+        if command == "chat" and getattr(args, "server", None) is None:
+            _tools(settings)  # the local service loads them: a broken plugin fails here first
         # In development these write the generated secret: only once the rest is known good.
         if command == "serve":
             settings.hs256_secret()
@@ -100,13 +109,26 @@ def _configured(args: argparse.Namespace) -> tuple[Settings, AgentRuntime | None
             settings.resolved_jwt_secret()
         if command == "chat" and getattr(args, "server", None) is None:
             settings.hs256_secret()
-        if command in ("serve", "migrate", "token", "tenant", "agents", "chat"):
+        if command in ("serve", "secrets"):
+            settings.resolved_secrets_keys()
+        if command in ("serve", "migrate", "token", "tenant", "agents", "chat", "secrets"):
             _check_database_url(settings.resolved_database_url())
     except ValidationError as exc:
         raise ConfigurationError(_problems(exc)) from None
-    except (InsecureSettings, ModelConfigError) as exc:
+    except (InsecureSettings, ModelConfigError, PluginError) as exc:
         raise ConfigurationError(" ".join(str(exc).split())) from None
     return settings, runtime
+
+
+def _tools(settings: Settings) -> list[BaseTool]:
+    """The built-in tools and every plugin's (`omniforge.tools` entry points and
+    OMNIFORGE_TOOL_MODULES)."""
+    tools = builtin_tools(
+        fetch_max_bytes=settings.fetch_max_bytes,
+        fetch_timeout_s=settings.fetch_timeout_s,
+        fetch_user_agent=settings.fetch_user_agent,
+    )
+    return [*tools, *load_plugin_tools(settings.tool_modules)]
 
 
 def _problems(exc: ValidationError) -> str:
@@ -251,6 +273,7 @@ _SERVICE_COMMANDS = {
     "tenant": _tenant,
     "agents": cli_agents.run,
     "chat": cli_chat.run,
+    "secrets": cli_secrets.run,
 }
 
 
@@ -303,6 +326,7 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("id", help="the tenant id")
     cli_agents.add_commands(commands)
     cli_chat.add_command(commands)
+    cli_secrets.add_command(commands)
     openapi = commands.add_parser("openapi", help="print the API's OpenAPI document")
     openapi.add_argument("--output", type=Path, help="write it here (openapi/openapi.json)")
     tools = commands.add_parser("tools", help="list the tools with their JSON schemas")

@@ -1,17 +1,25 @@
 """The one settings object: every knob is an `OMNIFORGE_*` environment variable."""
 
+import base64
+import binascii
 import contextlib
 import os
 import secrets
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 MIN_JWT_SECRET_BYTES = 32
+SECRETS_KEY_BYTES = 32
 _DEV_SECRET_FILE = "jwt-secret"
+_DEV_SECRETS_KEY_FILE = "secrets-key"
+
+# A list setting written as comma-separated values (`a,b,c`) in its environment variable.
+CommaList = Annotated[list[str], NoDecode]
 
 
 class InsecureSettings(ValueError):
@@ -22,7 +30,10 @@ class Settings(BaseSettings):
     """Runtime settings. Read once at start-up and passed down; nothing else reads the
     environment."""
 
-    model_config = SettingsConfigDict(env_prefix="OMNIFORGE_", extra="ignore")
+    # Errors never echo what was given: a malformed key is still most of a key.
+    model_config = SettingsConfigDict(
+        env_prefix="OMNIFORGE_", extra="ignore", hide_input_in_errors=True
+    )
 
     env: Literal["development", "production"] = Field(
         default="development",
@@ -170,6 +181,66 @@ class Settings(BaseSettings):
         "first: the oldest part of the conversation is summarised by one LLM call.",
     )
 
+    secrets_key: SecretStr | None = Field(
+        default=None,
+        description="Key(s) that seal tenant secrets (AES-256-GCM): base64 of 32 bytes; several, "
+        "comma-separated, during a rotation: the first seals, each opens. Required outside "
+        "development; in development one is generated into the data dir.",
+    )
+    network_allow: CommaList = Field(
+        default_factory=list,
+        description="For every tenant: hosts (`api.internal`, `*.corp.example`) `http_request` "
+        "may call, and CIDRs or addresses (`10.1.0.0/16`) that web and HTTP tools and MCP "
+        "servers may reach although the SSRF guard refuses private, loopback and link-local "
+        "addresses. A host name alone never opens a private address (list its network too); "
+        "cloud metadata endpoints stay refused.",
+    )
+    fetch_max_bytes: int = Field(
+        default=5 * 1024 * 1024,
+        ge=1024,
+        description="web_fetch and http_request read at most this much of a response body.",
+    )
+    fetch_timeout_s: float = Field(
+        default=20.0, gt=0, description="Whole web_fetch or http_request call, redirects included."
+    )
+    fetch_user_agent: str = Field(
+        default="OmniForge/0.1 (+https://github.com/omniforge; web_fetch)",
+        min_length=1,
+        max_length=256,
+        description="User-Agent of web_fetch and http_request.",
+    )
+    file_max_bytes: int = Field(
+        default=20 * 1024 * 1024,
+        ge=1024,
+        description="Largest file an upload may store; larger ones are refused with 413.",
+    )
+    files_dir: Path | None = Field(
+        default=None,
+        description="Directory that holds uploaded files' bytes; unset: the database holds them.",
+    )
+    tool_modules: CommaList = Field(
+        default_factory=list,
+        description="Python modules whose BaseTool subclasses are loaded as tools besides the "
+        "`omniforge.tools` entry points (comma-separated).",
+    )
+    mcp_timeout_s: float = Field(
+        default=30.0, gt=0, description="One call to an MCP server's tool, or its discovery."
+    )
+
+    @field_validator("network_allow", "tool_modules", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("secrets_key")
+    @classmethod
+    def _secrets_keys_are_well_formed(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            _secrets_keys(value.get_secret_value())
+        return value
+
     @model_validator(mode="after")
     def _production_needs_a_way_to_verify_tokens(self) -> Self:
         """Outside development, tokens must be verifiable safely: a `jwt_secret` of at least
@@ -223,18 +294,63 @@ class Settings(BaseSettings):
             return secret
         if self.env != "development":
             raise InsecureSettings("OMNIFORGE_JWT_SECRET is required outside development")
-        path = self.data_dir / _DEV_SECRET_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists():
-            # Written whole to a private temporary file, then linked into place atomically:
-            # never readable by others, never half-written; of two processes starting at
-            # once, one wins and both read its secret.
-            fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".jwt-secret-")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as file:
-                    file.write(secrets.token_urlsafe(48))
-                with contextlib.suppress(FileExistsError):
-                    os.link(temporary, path)
-            finally:
-                os.unlink(temporary)
-        return path.read_text(encoding="utf-8").strip()
+        return _kept_in(self.data_dir / _DEV_SECRET_FILE, lambda: secrets.token_urlsafe(48))
+
+    def resolved_secrets_keys(self) -> list[bytes]:
+        """The keys of tenant secrets, the sealing one first (each 32 bytes). In development
+        with none set, one is generated once and kept in `data_dir`. Raises
+        `InsecureSettings` outside development when none is set: checked here, not when the
+        settings load, so that only the processes that open secrets need the key."""
+        if self.secrets_key is not None:
+            return _secrets_keys(self.secrets_key.get_secret_value())
+        if self.env != "development":
+            raise InsecureSettings(
+                "OMNIFORGE_SECRETS_KEY is required outside development (base64 of 32 random "
+                "bytes, e.g. `openssl rand -base64 32`)"
+            )
+        return _secrets_keys(_kept_in(self.data_dir / _DEV_SECRETS_KEY_FILE, _new_secrets_key))
+
+
+def _new_secrets_key() -> str:
+    return base64.b64encode(secrets.token_bytes(SECRETS_KEY_BYTES)).decode()
+
+
+def _secrets_keys(text: str) -> list[bytes]:
+    """`OMNIFORGE_SECRETS_KEY`'s keys; a `ValueError` naming the malformed one by position
+    (never its value)."""
+    parts = [part.strip() for part in text.split(",")]
+    if not any(parts):
+        raise ValueError("OMNIFORGE_SECRETS_KEY is empty")
+    keys: list[bytes] = []
+    for position, part in enumerate(parts, start=1):
+        try:
+            key = base64.b64decode(part, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(
+                f"key {position} of OMNIFORGE_SECRETS_KEY is not base64 (each key is base64 of "
+                f"{SECRETS_KEY_BYTES} bytes, comma-separated)"
+            ) from None
+        if len(key) != SECRETS_KEY_BYTES:
+            raise ValueError(
+                f"key {position} of OMNIFORGE_SECRETS_KEY is {len(key)} bytes, not "
+                f"{SECRETS_KEY_BYTES} (e.g. `openssl rand -base64 32`)"
+            )
+        keys.append(key)
+    return keys
+
+
+def _kept_in(path: Path, make: Callable[[], str]) -> str:
+    """The text kept in `path`, made by `make` the first time. Written whole to a private
+    temporary file, then linked into place atomically: never readable by others, never
+    half-written; of two processes starting at once, one wins and both read its text."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                file.write(make())
+            with contextlib.suppress(FileExistsError):
+                os.link(temporary, path)
+        finally:
+            os.unlink(temporary)
+    return path.read_text(encoding="utf-8").strip()

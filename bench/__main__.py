@@ -1,5 +1,5 @@
-"""`python -m bench [steps|gateway|guards|inputs|deltas|history|service|all] [--quick]`: prints each
-figure with its conditions."""
+"""`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|service|all] [--quick]`:
+prints each figure with its conditions."""
 
 import argparse
 import logging
@@ -13,6 +13,7 @@ from bench import (
     gateway_latency,
     guard_overhead,
     input_check,
+    mcp_call,
     output_delta,
     service_chain_read,
     service_live_chains,
@@ -20,6 +21,7 @@ from bench import (
     service_suite,
     service_throughput,
     step_overhead,
+    web_fetch,
 )
 
 STEP_TARGET_MS = 0.5
@@ -29,6 +31,7 @@ SSE_P99_TARGET_MS = 50.0
 LIVE_CHAINS_TARGET = 10_000
 CHAIN_READ_P50_TARGET_MS = 50.0
 GUARD_P50_TARGET_MS = 1.0
+MCP_ADDED_P50_TARGET_MS = 2.0
 
 
 def main() -> None:
@@ -36,7 +39,18 @@ def main() -> None:
     parser.add_argument(
         "which",
         nargs="?",
-        choices=["steps", "gateway", "guards", "inputs", "deltas", "history", "service", "all"],
+        choices=[
+            "steps",
+            "gateway",
+            "guards",
+            "inputs",
+            "deltas",
+            "history",
+            "mcp",
+            "web",
+            "service",
+            "all",
+        ],
         default="all",
     )
     parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
@@ -58,8 +72,49 @@ def main() -> None:
         _deltas(rounds=2 if args.quick else 5)
     if args.which in ("history", "all"):
         _history(samples=50 if args.quick else 300)
+    if args.which in ("mcp", "all"):
+        _mcp(samples=200 if args.quick else 1000)
+    if args.which in ("web", "all"):
+        _web(runs=30 if args.quick else 60)
     if args.which in ("service", "all"):
         _service(quick=args.quick)
+
+
+def _web(runs: int) -> None:
+    r = web_fetch.run(runs=runs)
+    print(
+        f"\nweb_fetch of a {r.page_bytes / 2**20:g} MiB HTML page from a loopback server"
+        " (allow-listed) through the whole executor: SSRF guard, pinned connection, streamed"
+        f" download with {r.progress_reports} progress reports, HTML to Markdown in a worker"
+        " thread, steps\n"
+        "  conditions: `python -m http.server` in its own process on 127.0.0.1; article-like"
+        f" HTML (headings, links, lists); {r.runs} sequential calls per kind after 3 warm-up"
+        " calls; a long page is converted only as far as the text asked for needs"
+    )
+    for series in r.series:
+        text = f", {series.chars:,} characters returned" if series.chars else ""
+        print(
+            f"  {series.label:<50} p50 {series.p(50):8.1f} ms  p95 {series.p(95):8.1f} ms"
+            f"  {series.mb_per_s(r.page_bytes):6.1f} MB/s{text}"
+        )
+
+
+def _mcp(samples: int) -> None:
+    r = mcp_call.run(samples=samples)
+    added = r.added(50)
+    print(
+        "\nMCP tool call through the whole executor vs a raw `mcp` SDK call to the same server\n"
+        "  conditions: the SDK's own MCP server (streamable HTTP, uvicorn) in its own process on"
+        f" 127.0.0.1 answering `add` at once; one session kept open per side; {r.samples}"
+        f" sequential calls per side interleaved in blocks after {mcp_call.WARM_UP} warm-up"
+        f" calls each; our side opened {r.handshakes} session(s)\n"
+        f"  raw SDK   p50 {r.raw(50):.3f} ms  p99 {r.raw(99):.3f} ms  CPU {r.raw_cpu_ms:.3f}"
+        " ms/call\n"
+        f"  executor  p50 {r.executor(50):.3f} ms  p99 {r.executor(99):.3f} ms"
+        f"  CPU {r.executor_cpu_ms:.3f} ms/call\n"
+        f"  added     p50 {added:.3f} ms (target <= {MCP_ADDED_P50_TARGET_MS:g} ms:"
+        f" {_verdict(added <= MCP_ADDED_P50_TARGET_MS)})  p99 {r.added(99):.3f} ms"
+    )
 
 
 def _inputs(repeat: int) -> None:

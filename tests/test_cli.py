@@ -19,6 +19,8 @@ from app.chain.models import utc_now
 from app.security import TokenVerifier
 from app.storage import Database
 from app.storage.tenants import TenantRepository
+from app.tools.builtin import builtin_tools
+from app.tools.plugins import load_plugin_tools
 from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 
@@ -135,7 +137,9 @@ async def test_tools_lists_every_tool_with_its_schema() -> None:
     code, out, _ = await _omniforge("tools", "--json")
     specs = json.loads(out)
     assert code == 0
-    assert [s["function"]["name"] for s in specs] == ["calculator", "current_time", "llm"]
+    # The built-in tools, those of installed plugins (the example package), then the LLM.
+    tools = [*builtin_tools(), *load_plugin_tools([])]
+    assert [s["function"]["name"] for s in specs] == [t.definition.name for t in tools] + ["llm"]
     assert specs[0]["function"]["parameters"]["required"] == ["expression"]
 
 

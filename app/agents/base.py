@@ -27,13 +27,16 @@ from app.chain import (
     SynthesisInfo,
     TaskState,
     TaskStatusEvent,
+    ToolProgressEvent,
 )
 from app.chain.budget import WARNING_RATIO, nearly_used
 from app.chain.errors import ChainAbort
 from app.llm import LLMGateway
 from app.tools.executor import ToolExecutor
 from app.tools.guards import ToolGuard
-from app.tools.models import ModelAccess, OutputDelta
+from app.tools.models import ModelAccess, OutputDelta, ToolProgress
+from app.tools.registry import ToolRegistry
+from app.tools.services import ToolServices
 
 logger = logging.getLogger(__name__)
 
@@ -112,16 +115,21 @@ class CoTAgent(ABC):
         on_delta: Callable[[OutputDelta], None] | None = None,
         guards: Sequence[ToolGuard] = (),
         models: ModelAccess | None = None,
+        tools: ToolRegistry | None = None,
+        services: ToolServices | None = None,
     ) -> "AgentRun":
         """Starts reasoning in a background task; events are buffered until read. `guards`
         watch this run's calls besides the executor's own (its budget, its tenant's limits);
-        `models` says which models it may reach. A budget set on `chain` is enforced for
-        duration here, and reported on every step. With `on_delta`, LLM calls stream and
-        each piece of their replies is handed to it the moment it arrives, its `after` set."""
+        `models` says which models it may reach; `tools` are the tools it may find (its
+        tenant's own besides the process's) and `services` what they reach (secrets, files...).
+        A budget set on `chain` is enforced for duration here, and reported on every step. With
+        `on_delta`, LLM calls stream and each piece of their replies is handed to it the moment
+        it arrives, its `after` set. Tools' progress reports become `tool_progress` events."""
         chain = chain or ReasoningChain(
             task_id=task.id, agent_id=self.agent_id, tenant_id=task.tenant_id
         )
         output = None if on_delta is None else _Output(on_delta)
+        events = _RunEvents(task.id, chain, output)
         engine = ReasoningEngine(
             chain,
             self.executor,
@@ -132,8 +140,11 @@ class CoTAgent(ABC):
             guards=guards,
             models=models,
             compact_at=self.compact_at,
+            tools=tools,
+            services=services,
+            on_progress=events.progress,
         )
-        return AgentRun(self, task, engine, output=output)
+        return AgentRun(self, task, engine, events)
 
     async def process_task(
         self, task: AgentTask, *, on_delta: Callable[[OutputDelta], None] | None = None
@@ -168,23 +179,63 @@ class _Output:
         )
 
 
+# Progress reports kept per call; a tool reporting more has the rest dropped.
+MAX_PROGRESS_PER_CALL = 200
+
+
+class _RunEvents:
+    """The queue of a run's events, counted for its output deltas' places; tools' progress
+    reports join it as `tool_progress` events of the calls under way."""
+
+    __slots__ = ("_chain", "_output", "_per_call", "_task_id", "queue")
+
+    def __init__(self, task_id: str, chain: ReasoningChain, output: _Output | None) -> None:
+        self._task_id = task_id
+        self._chain = chain
+        self._output = output
+        self._per_call: dict[Any, int] = {}
+        self.queue: asyncio.Queue[ChainEvent] = asyncio.Queue()
+
+    def emit(self, event: ChainEvent) -> None:
+        self.queue.put_nowait(event)
+        if self._output is not None:
+            self._output.emitted += 1
+
+    def progress(self, report: ToolProgress) -> None:
+        step = report.call_step
+        call = step.tool_call
+        if call is None or self._chain.status.is_terminal:
+            return
+        count = self._per_call.get(step.id, 0)
+        if count >= MAX_PROGRESS_PER_CALL:
+            return
+        self._per_call[step.id] = count + 1
+        self.emit(
+            ToolProgressEvent(
+                task_id=self._task_id,
+                chain_id=self._chain.id,
+                step_id=step.id,
+                tool_name=call.tool_name,
+                tool_type=call.tool_type,
+                visibility=step.visibility.level,
+                message=report.message[:2000],
+                fraction=report.fraction,
+            )
+        )
+
+
 class AgentRun:
     """One running task: its chain, its events (one reader), and `cancel`."""
 
     def __init__(
-        self,
-        agent: CoTAgent,
-        task: AgentTask,
-        engine: ReasoningEngine,
-        *,
-        output: _Output | None = None,
+        self, agent: CoTAgent, task: AgentTask, engine: ReasoningEngine, events: _RunEvents
     ) -> None:
         self.task = task
         self.chain = engine.chain
         self._agent = agent
         self._engine = engine
-        self._output = output
-        self._queue: asyncio.Queue[ChainEvent] = asyncio.Queue()
+        self._events = events
+        self._queue = events.queue
         self._cancel_reason: str | None = None
         self._cancel_code = ErrorCode.CANCELLED
         self._cancel_details: dict[str, Any] = {}
@@ -363,9 +414,7 @@ class AgentRun:
         )
 
     def _emit(self, event: ChainEvent) -> None:
-        self._queue.put_nowait(event)
-        if self._output is not None:
-            self._output.emitted += 1
+        self._events.emit(event)
 
 
 def _conclusion(chain: ReasoningChain) -> SynthesisInfo | None:

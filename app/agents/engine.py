@@ -31,9 +31,12 @@ from app.tools.models import (
     OutputDelta,
     ToolCallContext,
     ToolDefinition,
+    ToolProgress,
 )
 from app.tools.permissions import permits
+from app.tools.registry import ToolRegistry
 from app.tools.results import ToolInvocation, ToolResult
+from app.tools.services import ToolServices
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,9 @@ class ReasoningEngine:
         guards: Sequence[ToolGuard] = (),
         models: ModelAccess | None = None,
         compact_at: float | None = None,
+        tools: ToolRegistry | None = None,
+        services: ToolServices | None = None,
+        on_progress: Callable[[ToolProgress], None] | None = None,
     ) -> None:
         self.chain = chain
         self.task = task
@@ -105,13 +111,17 @@ class ReasoningEngine:
             roles=task.roles,
             guards=tuple(guards),
             models=models,
+            tools=tools,
+            services=services,
+            on_progress=on_progress,
         )
         # With `on_delta`, every LLM call streams its reply there as it arrives.
         self._on_delta = on_delta
         self._llm_context = replace(self._context, on_delta=on_delta)
         # The last LLM call's step number and conversation, to record the next one compactly.
         self._last_conversation: tuple[int, list[dict[str, Any]]] | None = None
-        registry = executor.registry
+        registry = tools or executor.registry
+        self._tools = registry
         llm = registry.entry(LLM_TOOL_NAME).tool if LLM_TOOL_NAME in registry else None
         self._llm = llm if isinstance(llm, LLMTool) else None
         # The arguments of the call being fitted into its model's window.
@@ -129,7 +139,7 @@ class ReasoningEngine:
         allowed = self._context.allowed_tools
         return [
             definition
-            for definition in self._executor.registry.list_tools()
+            for definition in self._tools.list_tools()
             if definition.type is not ToolType.LLM
             and (allowed is None or definition.name in allowed)
             and permits(definition, self.task.roles)

@@ -33,6 +33,12 @@ class AgentTask(BaseModel):
         "sees them before this task's own messages.",
     )
 
+    attachments: list[str] = Field(
+        default_factory=list,
+        description="One line per file given to the task (its id, name and type): the model "
+        "is told of them after the task, and reads them with the file tools.",
+    )
+
     @model_validator(mode="after")
     def _one_input(self) -> Self:
         if (self.input is None) == (self.messages is None):
@@ -40,7 +46,18 @@ class AgentTask(BaseModel):
         return self
 
     def conversation(self) -> list[dict[str, Any]]:
-        """The task as chat messages."""
+        """The task as chat messages, then a note of its attached files."""
         if self.messages is not None:
-            return [dict(message) for message in self.messages]
-        return [{"role": "user", "content": self.input}]
+            messages = [dict(message) for message in self.messages]
+        else:
+            messages = [{"role": "user", "content": self.input}]
+        if self.attachments:
+            listing = "\n".join(f"- {line}" for line in self.attachments)
+            messages.append(
+                {
+                    "role": "user",
+                    "content": "Files attached to this task (read them with the file tools, "
+                    f"by id):\n{listing}",
+                }
+            )
+        return messages

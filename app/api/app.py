@@ -15,9 +15,12 @@ from app.api.chains.router import router as chains_router
 from app.api.conversations.router import router as conversations_router
 from app.api.costs.router import router as costs_router
 from app.api.errors import install_error_handlers
+from app.api.files.router import router as files_router
 from app.api.inputs import BodyLimit
+from app.api.mcp_servers.router import router as mcp_servers_router
 from app.api.models.router import router as models_router
 from app.api.openapi import install_openapi
+from app.api.secrets.router import router as secrets_router
 from app.api.state import AppState
 from app.api.tasks.router import router as tasks_router
 from app.api.tenants.router import router as tenants_router
@@ -25,12 +28,20 @@ from app.api.tools.router import router as tools_router
 from app.config import Settings
 from app.governance.limits import make_limit_store
 from app.governance.tenants import TenantDirectory, ensure_default_tenant
+from app.resources.files import FileLibrary
+from app.resources.mcp import McpServers
+from app.resources.secrets import SecretVault
+from app.resources.todos import TodoLists
+from app.resources.toolbox import Toolbox
 from app.runs import RunManager
 from app.security import TokenVerifier
+from app.security.log_masking import install_log_masking
 from app.storage import Database, current_revision, head_revision
 from app.storage.run_log import RunLog
 from app.tools.base import BaseTool
 from app.tools.builtin import builtin_tools
+from app.tools.plugins import load_plugin_tools
+from app.tools.services import NetworkPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +63,17 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             audit_flush_s=settings.audit_flush_s,
             limits=limits,
         )
-        tools: list[BaseTool] = [*builtin_tools(), *app.state.extra_tools]
+        builtins = builtin_tools(
+            fetch_max_bytes=settings.fetch_max_bytes,
+            fetch_timeout_s=settings.fetch_timeout_s,
+            fetch_user_agent=settings.fetch_user_agent,
+        )
+        tools: list[BaseTool] = [*builtins, *app.state.extra_tools]
+        # Operators' own tools: entry points and OMNIFORGE_TOOL_MODULES; a broken one stops
+        # the start here, named.
+        tools += load_plugin_tools(
+            settings.tool_modules, reserved=[tool.definition.name for tool in tools]
+        )
         runtime = AgentRuntime.build(
             RuntimeSettings.model_validate(settings), tools=tools, recorder=runs
         )
@@ -71,6 +92,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             logger.error(
                 "database schema at %s, not %s: run `omniforge migrate`", revision, head_revision()
             )
+        network = NetworkPolicy.of(settings.network_allow)
+        vault = SecretVault.from_settings(database, settings)
+        stop_masking = install_log_masking(vault.masker)
+        mcp = McpServers(database, secrets=vault, network=network, timeout_s=settings.mcp_timeout_s)
+        toolbox = Toolbox(
+            runtime.registry,
+            network=network,
+            secrets=vault,
+            files=FileLibrary.from_settings(database, settings),
+            todos=TodoLists(database),
+            mcp=mcp,
+        )
         app.state.omniforge = AppState(
             settings=settings,
             database=database,
@@ -79,9 +112,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             run_log=run_log,
             verifier=verifier,
             tenants=tenants,
+            toolbox=toolbox,
         )
-        yield
-        await runs.stop(settings.shutdown_grace_s)
+        try:
+            yield
+        finally:
+            await runs.stop(settings.shutdown_grace_s)
+            await mcp.aclose()
+            stop_masking()
     finally:
         await verifier.aclose()
         await limits.aclose()
@@ -115,4 +153,7 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     app.include_router(tools_router)
     app.include_router(models_router)
     app.include_router(costs_router)
+    app.include_router(files_router)
+    app.include_router(secrets_router)
+    app.include_router(mcp_servers_router)
     return app

@@ -134,16 +134,22 @@ def check_inputs(request: Request) -> None:
         raise ApiError(VALIDATION, "the request is not valid; see `errors`", errors=problems)
 
 
+# Routes that take larger bodies and cap them themselves while reading them (uploads, capped
+# by `file_max_bytes`): `BodyLimit` lets them through.
+OWN_BODY_LIMITS = frozenset({("POST", "/api/v1/files")})
+
+
 class BodyLimit:
     """Refuses request bodies over `max_bytes` with 413: at once when `Content-Length` says
-    so, else as soon as the bytes received pass it (nothing more is read)."""
+    so, else as soon as the bytes received pass it (nothing more is read). The routes of
+    `OWN_BODY_LIMITS` apply their own limits."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app = app
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (scope["method"], scope["path"]) in OWN_BODY_LIMITS:
             await self.app(scope, receive, send)
             return
         declared = next((v for k, v in scope["headers"] if k == b"content-length"), None)

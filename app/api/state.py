@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from app.agents import AgentRuntime
 from app.config import Settings
 from app.governance.tenants import TenantDirectory
+from app.resources.toolbox import Toolbox
 from app.runs import RunManager
 from app.security import TokenVerifier
 from app.storage import Database
@@ -20,3 +21,5 @@ class AppState:
     run_log: RunLog
     verifier: TokenVerifier
     tenants: TenantDirectory
+    # Tenants' own tools (MCP servers) and the services tools reach (secrets, files, todos).
+    toolbox: Toolbox

@@ -11,6 +11,7 @@ from app.chain.events import (
     DoneEvent,
     ReasoningStepEvent,
     TaskStatusEvent,
+    ToolProgressEvent,
     chain_event_adapter,
 )
 from app.chain.models import (
@@ -52,6 +53,7 @@ __all__ = [
     "TaskStatusEvent",
     "ThinkingInfo",
     "ToolCallInfo",
+    "ToolProgressEvent",
     "ToolResultInfo",
     "ToolType",
     "VisibilityConfig",

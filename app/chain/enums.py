@@ -22,6 +22,8 @@ class ToolType(StrEnum):
     DATABASE = "database"
     FILE_SYSTEM = "file_system"
     CUSTOM = "custom"
+    # A tool of a tenant's remote MCP server.
+    MCP = "mcp"
 
 
 class VisibilityLevel(StrEnum):
@@ -97,3 +99,12 @@ class ErrorCode(StrEnum):
     INVALID_OUTPUT = "invalid_output"
     # The conversation cannot be made to fit the model's input window.
     CONTEXT_WINDOW = "context_window"
+    # A tool was asked to reach an address the SSRF guard refuses (private, loopback, metadata…)
+    # or a host its tenant did not allow.
+    DESTINATION_REFUSED = "destination_refused"
+    # A `{"secret": NAME}` reference names no secret of the tenant.
+    SECRET_NOT_FOUND = "secret_not_found"
+    # A tool was asked for something of its tenant that does not exist (a file, a todo).
+    NOT_FOUND = "not_found"
+    # A remote tool's server (MCP) could not be reached or refused the session.
+    TOOL_UNAVAILABLE = "tool_unavailable"

@@ -6,7 +6,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from app.chain.budget import Budget, BudgetLimit
-from app.chain.enums import ErrorCode, TaskState
+from app.chain.enums import ErrorCode, TaskState, ToolType, VisibilityLevel
 from app.chain.models import ChainMetrics, ReasoningStep, StopReason, utc_now
 
 
@@ -43,6 +43,22 @@ class BudgetWarningEvent(_Event):
     limits: list[BudgetLimit]
     budget: Budget
     metrics: ChainMetrics
+
+
+class ToolProgressEvent(_Event):
+    """A tool's report on a call under way (`context.progress`): `step_id` is the call's
+    `tool_call` step, `message` what it is doing, `fraction` how much is done (0 to 1) when the
+    tool knows. Stored and numbered like every event, after the call's step and before its
+    result; a reader sees it as it sees that step (`visibility`): not at all where the step is
+    hidden, without its message where only a summary is shown."""
+
+    type: Literal["tool_progress"] = "tool_progress"
+    step_id: UUID
+    tool_name: str
+    tool_type: ToolType
+    visibility: VisibilityLevel
+    message: str | None
+    fraction: float | None = Field(default=None, ge=0, le=1)
 
 
 class ChainCompletedEvent(_Event):
@@ -101,6 +117,7 @@ ChainEvent = Annotated[
     | TaskStatusEvent
     | ReasoningStepEvent
     | BudgetWarningEvent
+    | ToolProgressEvent
     | ChainCompletedEvent
     | ChainFailedEvent
     | DoneEvent,

@@ -13,12 +13,20 @@ class AuditAction(StrEnum):
     TOOLS_UPDATE = "tenant.tools.update"
     QUOTAS_UPDATE = "tenant.quotas.update"
     MODELS_UPDATE = "tenant.models.update"
+    NETWORK_UPDATE = "tenant.network.update"
     CHAIN_READ = "chain.read"
     CHAIN_EXPORT = "chain.export"
     CHAIN_STREAM = "chain.stream"
     AGENT_CREATE = "agent.create"
     AGENT_UPDATE = "agent.update"
     AGENT_ARCHIVE = "agent.archive"
+    MCP_SERVER_CREATE = "mcp_server.create"
+    MCP_SERVER_UPDATE = "mcp_server.update"
+    MCP_SERVER_DELETE = "mcp_server.delete"
+    FILE_UPLOAD = "file.upload"
+    FILE_DELETE = "file.delete"
+    SECRET_PUT = "secret.put"
+    SECRET_DELETE = "secret.delete"
 
 
 def audit_row(

@@ -33,12 +33,14 @@ class StepParts:
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
     """One event of a task's stream: `seq` is its SSE id, `data` its JSON; `step` is set on
-    `reasoning_step` events."""
+    `reasoning_step` events, `progress` on `tool_progress` events (the facts of the call's
+    step, by which a reader's view shows it)."""
 
     seq: int
     type: str
     data: str
     step: StepParts | None = field(default=None, repr=False, compare=False)
+    progress: StepFacts | None = field(default=None, repr=False, compare=False)
     frame: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -7,6 +7,7 @@ import functools
 import logging
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,7 +46,7 @@ from app.runs.errors import (
 )
 from app.runs.live import LiveRun, output_to
 from app.runs.metrics import RunLabels, RunMetrics
-from app.runs.models import RunPolicy, TaskSubmission
+from app.runs.models import Attachment, RunPolicy, TaskSubmission
 from app.runs.recorder import RunRecorder, closing_events, event_row
 from app.runs.writer import RunWriter
 from app.security import Principal
@@ -210,19 +211,22 @@ class RunManager:
         elif not policy.models.approves(model) and not problems:
             raise ModelNotApproved(model, policy.models.approved_of(runtime.gateway.model_names()))
         enabled = policy.enabled_tools
+        registry = policy.tools.registry if policy.tools is not None else runtime.registry
         for index, name in enumerate(submission.tools or []):
             field = f"tools.{index}"
-            if name == LLM_TOOL_NAME or name not in runtime.registry:
+            if name == LLM_TOOL_NAME or name not in registry:
                 problems.append(FieldError(field, f"unknown tool {name!r}"))
             elif enabled is not None and name not in enabled:
                 problems.append(FieldError(field, f"{name!r} is not enabled for this tenant"))
             elif spec.tools is not None and name not in spec.tools:
                 problems.append(FieldError(field, f"agent {agent.ref} does not have {name!r}"))
-            elif not permits(definition := runtime.registry.definition(name), policy.roles):
+            elif not policy.executes_tools:
+                refused.append(FieldError(field, "the caller's roles do not grant `tool:execute`"))
+            elif not permits(definition := registry.definition(name), policy.roles):
                 roles = ", ".join(definition.permissions.required_roles)
                 refused.append(FieldError(field, f"{name!r} requires one of the roles: {roles}"))
         for name in spec.tools or []:
-            if name not in runtime.registry or (enabled is not None and name not in enabled):
+            if name not in registry or (enabled is not None and name not in enabled):
                 problems.append(
                     FieldError(
                         "agent", f"agent {agent.ref}'s tool {name!r} is not enabled for this tenant"
@@ -253,10 +257,13 @@ class RunManager:
         policy: RunPolicy,
         agent: ResolvedAgent = BUILTIN_AGENT,
         turn: Turn | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> SubmittedTask:
         """Stores the task and its chain, then starts `agent` on it; returns once both rows
-        exist. Refuses (`RateLimited`) a task over its tenant's submission rate or concurrent
-        runs, and (`ConversationBusy`) a turn while another turn of its conversation runs."""
+        exist. `attachments` are the files given to it (its own and its conversation's,
+        checked to be its tenant's). Refuses (`RateLimited`) a task over its tenant's
+        submission rate or concurrent runs, and (`ConversationBusy`) a turn while another turn
+        of its conversation runs."""
         self.validate(submission, policy, agent)
         runtime = self.runtime
         quotas = policy.quotas
@@ -266,6 +273,12 @@ class RunManager:
             self.metrics.submission_refused(principal.tenant_id, exc.refusal.limit)
             raise
         task_id, now = uuid4(), utc_now()
+        tools = policy.tools
+        services = (
+            None
+            if tools is None
+            else await tools.services(task_id, [str(a.file_id) for a in attachments])
+        )
         model = self.model_of(submission, policy, agent)
         spec = agent.definition
         budget = (submission.budget or Budget()).over(spec.budget).over(quotas.default_budget)
@@ -281,7 +294,7 @@ class RunManager:
         self._admitting.add(task_id)
         try:
             await self._create(
-                principal, submission, policy, task_id, chain, model, now, agent, turn
+                principal, submission, policy, task_id, chain, model, now, agent, turn, attachments
             )
         except BaseException:
             self._admitting.discard(task_id)
@@ -299,10 +312,11 @@ class RunManager:
             tenant_id=principal.tenant_id,
             user_id=principal.subject,
             model=model,
-            tools=_tools_of(submission, policy, agent),
+            tools=_tools_of(submission, policy, agent) if policy.executes_tools else [],
             roles=policy.roles,
             metadata=submission.metadata,
             history=[] if turn is None else turn.history,
+            attachments=[a.description for a in attachments],
         )
         models = policy.models
         restricts_models = models.approved is not None or bool(models.max_output_tokens)
@@ -312,6 +326,8 @@ class RunManager:
             on_delta=output_to(self._runs, task_id) if submission.stream_output else None,
             guards=self._guards(chain, principal.tenant_id, policy),
             models=models if restricts_models else None,
+            tools=None if tools is None else tools.registry,
+            services=services,
         )
         submitted = self._follow(principal, policy, run, task_id, chain)
         self._admitting.discard(task_id)
@@ -361,6 +377,7 @@ class RunManager:
         now: datetime,
         agent: ResolvedAgent,
         turn: Turn | None,
+        attachments: Sequence[Attachment],
     ) -> None:
         """Stores the task and its chain; refuses it over its tenant's concurrent runs, or
         while its conversation has a turn running."""
@@ -378,6 +395,7 @@ class RunManager:
             "agent_name": agent.name,
             "agent_version": agent.version,
             "conversation_id": None if turn is None else turn.conversation_id,
+            "file_ids": [str(a.file_id) for a in attachments] or None,
             "created_at": now,
         }
         chain_row = {

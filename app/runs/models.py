@@ -17,9 +17,11 @@ from pydantic import (
 from app.chain import Budget
 from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
+from app.resources.toolbox import TenantTools
 from app.tools.models import TOOL_NAME_PATTERN
 
 MAX_INPUT_CHARS = 200_000
+MAX_ATTACHED_FILES = 20
 """What a task may give the model in all: its `input`, or its messages' text together."""
 MAX_METADATA_BYTES = 16_384
 MAX_METADATA_DEPTH = 8
@@ -138,6 +140,12 @@ class TaskSubmission(BaseModel):
         description="Stream the model's text as `output_delta` events while each LLM call "
         "runs (live only: no `id:`, not stored, not replayed).",
     )
+    file_ids: list[UUID] | None = Field(
+        default=None,
+        max_length=MAX_ATTACHED_FILES,
+        description="Files of the tenant given to the task (besides its conversation's): the "
+        "agent is told of them and reads them with the file tools.",
+    )
 
     @model_validator(mode="after")
     def _one_input(self) -> Self:
@@ -161,6 +169,14 @@ class TaskSubmission(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file given to a task: its id, and the line that tells the model of it."""
+
+    file_id: UUID
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
 class RunPolicy:
     """What a task's tenant and caller allow its run: the caller's roles (for tools'
     `required_roles`), the tools the tenant enabled (None: all), the tenant's extra
@@ -172,3 +188,9 @@ class RunPolicy:
     sensitive_fields: frozenset[str] = frozenset()
     quotas: TenantQuotas = field(default_factory=TenantQuotas)
     models: ModelPolicy = field(default_factory=ModelPolicy)
+    # The tenant's tools (its MCP servers' besides the process's) and what they reach; None:
+    # the process's tools, with no services.
+    tools: TenantTools | None = None
+    # Whether the caller may have tools run at all (`tool:execute`); without it a run gets
+    # the model alone.
+    executes_tools: bool = True

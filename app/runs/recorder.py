@@ -20,6 +20,7 @@ from app.chain import (
     StepType,
     TaskState,
     TaskStatusEvent,
+    ToolProgressEvent,
     ToolType,
     VisibilityLevel,
 )
@@ -71,7 +72,19 @@ def stream_event(task_id: UUID, chain_id: UUID, stored: StoredEvent | StoredStep
         facts = step_facts(stored.type, stored.tool_type, stored.tool_name, stored.visibility)
         parts = StepParts(task_id, chain_id, stored.timestamp, stored.step, stored.metrics, facts)
         return step_stream_event(stored.seq, parts)
+    if stored.type == PROGRESS:
+        progress = json.loads(stored.data)
+        facts = progress_facts(progress["tool_type"], progress["tool_name"], progress["visibility"])
+        return StreamEvent(stored.seq, stored.type, stored.data, progress=facts)
     return StreamEvent(stored.seq, stored.type, stored.data)
+
+
+PROGRESS = "tool_progress"
+
+
+def progress_facts(tool_type: str, tool_name: str, level: str) -> StepFacts:
+    """A `tool_progress` event is seen as its call's step is."""
+    return step_facts(StepType.TOOL_CALL, tool_type, tool_name, level)
 
 
 def _storable(text: str | None) -> str | None:
@@ -160,7 +173,11 @@ class RunRecorder:
             data = dump_model(event)
             write.events.append(event_row(self.task_id, self.tenant_id, seq, event.type, data))
             self._apply(event, write)
-            published.append(StreamEvent(seq, event.type, data))
+            if isinstance(event, ToolProgressEvent):
+                facts = progress_facts(event.tool_type, event.tool_name, event.visibility)
+                published.append(StreamEvent(seq, event.type, data, progress=facts))
+            else:
+                published.append(StreamEvent(seq, event.type, data))
         if latest_metrics is not None and "metrics" not in write.chain_changes:
             write.chain_changes["metrics"] = RawJSON(latest_metrics)
         write.costs = [self._cost_row(record) for record in costs]

@@ -2,11 +2,12 @@
 deltas, as this subscriber may see them."""
 
 import contextlib
+import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from uuid import UUID
 
 from app.chain import VisibilityLevel
-from app.runs.channel import LiveDelta, StepParts, StreamItem
+from app.runs.channel import LiveDelta, StepParts, StreamEvent, StreamItem
 from app.runs.manager import RunManager
 from app.runs.recorder import step_stream_event, stream_event
 from app.security.visibility import ReaderView
@@ -79,6 +80,10 @@ async def _viewed(
             if shown[level] and event.after >= after and not view.masks_values:
                 yield event
             continue
+        if event is not None and event.progress is not None:
+            if event.seq > after and (shown_progress := _progress(view, event)) is not None:
+                yield shown_progress
+            continue
         if event is None or event.step is None:
             if event is None or event.seq > after:
                 yield event
@@ -94,6 +99,26 @@ async def _viewed(
             yield event
         else:
             yield step_stream_event(event.seq, _with_step(parts, rendered))
+
+
+def _progress(view: ReaderView, event: StreamEvent) -> StreamEvent | None:
+    """A `tool_progress` event as this reader sees its call: not at all where the call is
+    hidden from it, without its message where only a summary is shown, its message masked as
+    the reader's steps are."""
+    assert event.progress is not None
+    level = view.level(event.progress)
+    if level is VisibilityLevel.HIDDEN:
+        return None
+    data = json.loads(event.data)
+    message = data.get("message")
+    if level is VisibilityLevel.SUMMARY:
+        data["message"] = None
+    elif isinstance(message, str):
+        data["message"] = view.masked(message)
+    if data.get("message") == message:
+        return event
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return StreamEvent(event.seq, event.type, text, progress=event.progress)
 
 
 def _with_step(parts: StepParts, step: str) -> StepParts:

@@ -20,6 +20,9 @@ class Permission(StrEnum):
     TENANT_MANAGE = "tenant:manage"
     AUDIT_READ = "audit:read"
     AGENT_CONFIGURE = "agent:configure"
+    SECRET_CONFIGURE = "secret:configure"
+    FILE_READ = "file:read"
+    FILE_WRITE = "file:write"
 
 
 class Role(StrEnum):
@@ -38,14 +41,32 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
     # Everything within its own tenant.
     Role.TENANT_ADMIN: frozenset(Permission),
     # Runs tasks and reads chains as the tenant's visibility settings show them.
+    # Uploads the files its tasks work on.
     Role.MEMBER: frozenset(
-        {P.TASK_CREATE, P.TASK_READ, P.TASK_CANCEL, P.CHAIN_READ, P.CHAIN_EXPORT, P.TOOL_EXECUTE}
+        {
+            P.TASK_CREATE,
+            P.TASK_READ,
+            P.TASK_CANCEL,
+            P.CHAIN_READ,
+            P.CHAIN_EXPORT,
+            P.TOOL_EXECUTE,
+            P.FILE_READ,
+            P.FILE_WRITE,
+        }
     ),
-    # Reads tasks and chains, filtered; changes nothing.
-    Role.VIEWER: frozenset({P.TASK_READ, P.CHAIN_READ}),
+    # Reads tasks, chains and files, filtered; changes nothing.
+    Role.VIEWER: frozenset({P.TASK_READ, P.CHAIN_READ, P.FILE_READ}),
     # Reads everything as it happened, the audit log and costs included; changes nothing.
     Role.AUDITOR: frozenset(
-        {P.TASK_READ, P.CHAIN_READ, P.CHAIN_READ_FULL, P.CHAIN_EXPORT, P.COST_VIEW, P.AUDIT_READ}
+        {
+            P.TASK_READ,
+            P.CHAIN_READ,
+            P.CHAIN_READ_FULL,
+            P.CHAIN_EXPORT,
+            P.COST_VIEW,
+            P.AUDIT_READ,
+            P.FILE_READ,
+        }
     ),
 }
 

@@ -298,6 +298,13 @@ class ReaderView:
             return step_json
         return json.dumps(cleaned, ensure_ascii=False, separators=(",", ":"))
 
+    def masked(self, text: str) -> str:
+        """Free text of the run (a tool's progress message) with the values this reader has
+        learned to mask, and keyed sensitive fields, redacted."""
+        if self.full_access:
+            return text
+        return self._text(text)
+
     def learn(self, step_json: str, facts: StepFacts) -> None:
         """Remember the sensitive values of a step without rendering it."""
         if not self.full_access and self._needs_parsing(step_json):

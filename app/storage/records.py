@@ -90,6 +90,7 @@ class TenantRecord(_Record):
     default_budget: dict[str, Any]
     models: dict[str, Any]
     enabled_tools: list[str] | None
+    network_allow: list[str] | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -169,3 +170,37 @@ class ConversationRecord(_Record):
         if self.agent_version is None:
             return self.agent_name
         return f"{self.agent_name}@{self.agent_version}"
+
+
+class FileRecord(_Record):
+    """An uploaded file, without its bytes."""
+
+    id: UUID
+    tenant_id: str
+    name: str
+    media_type: str
+    size_bytes: int
+    sha256: str
+    pages: int | None = None
+    width: int | None = None
+    height: int | None = None
+    text_chars: int | None = None
+    created_by: str
+    created_at: datetime
+
+
+class FileTextRecord(_Record):
+    """A chunk of a file's extracted text: a PDF's page (or part of one), or part of a text."""
+
+    page: int | None
+    text: str
+
+
+class FileHit(_Record):
+    """A file that matches a search: its best-matching chunk's page, rank (higher is better)
+    and a snippet with the matched words marked `**like this**`."""
+
+    file: FileRecord
+    page: int | None
+    rank: float
+    snippet: str

@@ -2,6 +2,7 @@
 `migrations/`; these definitions are what the queries and autogenerate use."""
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Date,
@@ -9,6 +10,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -46,6 +48,8 @@ tenants = Table(
     Column("visibility", JSONDocument, nullable=False),
     # The tools this tenant's runs may use; NULL: every registered tool.
     Column("enabled_tools", JSONDocument),
+    # Hosts and CIDRs its HTTP tools and MCP servers may reach past the SSRF guard; NULL: none.
+    Column("network_allow", JSONDocument),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
 )
@@ -78,6 +82,8 @@ tasks = Table(
     Column("output", JSONDocument),
     # The limit that stopped an `incomplete` task.
     Column("stop_reason", String(64)),
+    # Files given to the task (its own and its conversation's); NULL: none.
+    Column("file_ids", JSONDocument),
     Column("created_at", UTCDateTime, nullable=False),
     Column("started_at", UTCDateTime),
     Column("finished_at", UTCDateTime),
@@ -256,3 +262,122 @@ runners = Table(
     Column("started_at", UTCDateTime, nullable=False),
     Column("heartbeat_at", UTCDateTime, nullable=False),
 )
+
+# A tenant's secrets, sealed (AES-256-GCM) under the service's key `key_id`; the value never
+# leaves the service through any route.
+tenant_secrets = Table(
+    "tenant_secrets",
+    metadata,
+    Column("tenant_id", TENANT_ID, primary_key=True),
+    Column("name", SLUG, primary_key=True),
+    Column("key_id", SHORT, nullable=False),
+    Column("sealed", Text, nullable=False),
+    Column("created_by", NAME, nullable=False),
+    Column("updated_by", NAME, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# A tenant's remote MCP servers; their tools become the tenant's `<server>__<tool>` tools.
+mcp_servers = Table(
+    "mcp_servers",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("name", SLUG, nullable=False),
+    Column("url", Text, nullable=False),
+    # Header name -> text or {"secret": NAME}.
+    Column("headers", JSONDocument, nullable=False),
+    # The server's tools its runs may use; NULL: all it lists.
+    Column("allowed_tools", JSONDocument),
+    # Tool name -> roles, any one of which a caller needs to use it.
+    Column("tool_roles", JSONDocument, nullable=False),
+    # What the last discovery found (tool definitions) and how the server answered.
+    Column("tools", JSONDocument, nullable=False),
+    Column("status", SHORT, nullable=False),
+    Column("status_detail", Text),
+    Column("checked_at", UTCDateTime),
+    Column("created_by", NAME, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("tenant_id", "name", name="uq_mcp_servers_tenant_name"),
+)
+
+# A task's todo list (the todo_* tools): rows, so it survives restarts and instances.
+task_todos = Table(
+    "task_todos",
+    metadata,
+    Column("id", BigIntegerKey, primary_key=True, autoincrement=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("task_id", Uuid, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("done", Boolean, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("completed_at", UTCDateTime),
+    Index("ix_task_todos_task", "task_id", "id"),
+)
+
+# A tenant's uploaded files: what was sniffed from their bytes (never what the client claimed).
+# The bytes themselves are kept by a `FileStore` under the file's id (`file_blobs`, or a
+# directory).
+files = Table(
+    "files",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("name", NAME, nullable=False),
+    Column("media_type", String(127), nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    # PDFs: their page count; images: their size in pixels.
+    Column("pages", Integer),
+    Column("width", Integer),
+    Column("height", Integer),
+    # Characters of text extracted for reading and search; NULL: the file has none.
+    Column("text_chars", Integer),
+    Column("created_by", NAME, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Index("ix_files_tenant_created", "tenant_id", "created_at", "id"),
+)
+
+# Files' extracted text in chunks, in order: a PDF's pages (a long page in several chunks), a
+# text file's text cut at line ends. Full-text search runs over these rows with the database's
+# own engine; its objects are made by the migration per backend (`SEARCH_OBJECTS`).
+file_texts = Table(
+    "file_texts",
+    metadata,
+    Column("id", BigIntegerKey, primary_key=True, autoincrement=True),
+    Column("file_id", Uuid, ForeignKey("files.id", ondelete="CASCADE"), nullable=False),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    # The PDF page (from 1) the chunk is from; NULL for text files.
+    Column("page", Integer),
+    Column("text", Text, nullable=False),
+    Index("ix_file_texts_file", "file_id", "id"),
+)
+
+# Files' bytes when the database keeps them (`DatabaseFileStore`).
+file_blobs = Table(
+    "file_blobs",
+    metadata,
+    Column("key", String(128), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+)
+
+# The search objects the migration makes outside these definitions: on SQLite an FTS5 table
+# (with its shadow tables), on Postgres a generated `tsvector` column of `file_texts` with a
+# GIN index. Comparisons of these definitions with a database leave them out (`described`).
+FILE_SEARCH_TABLE = "file_texts_fts"
+FILE_SEARCH_COLUMN = "search_vector"
+FILE_SEARCH_INDEX = "ix_file_texts_search"
+
+
+def described(name: str | None, type_: str, parent_names: object) -> bool:
+    """Whether a database object is one these definitions describe: false for the search
+    objects above (an Alembic `include_name` hook)."""
+    if name is None:
+        return True
+    if type_ == "table":
+        return not name.startswith(FILE_SEARCH_TABLE)
+    if type_ == "column":
+        return name != FILE_SEARCH_COLUMN
+    return not (type_ == "index" and name == FILE_SEARCH_INDEX)

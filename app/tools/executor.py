@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
+from pydantic_core import to_jsonable_python
+
 from app.chain import (
     ErrorCode,
     FailedAttempt,
@@ -21,6 +23,7 @@ from app.chain import (
     VisibilityConfig,
     VisibilityLevel,
 )
+from app.tools.cache import ToolResultCache, cache_key
 from app.tools.errors import (
     ErrorClass,
     FieldError,
@@ -34,6 +37,7 @@ from app.tools.models import ToolCallContext, ToolOutput
 from app.tools.recording import CostRecord, CostRecorder
 from app.tools.registry import RegisteredTool, ToolRegistry
 from app.tools.results import ToolInvocation, ToolResult, render_result
+from app.tools.services import ToolServices
 from app.tools.validation import field_errors
 
 logger = logging.getLogger(__name__)
@@ -81,10 +85,13 @@ class ToolExecutor:
         recorder: CostRecorder | None = None,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        cache: ToolResultCache | None = None,
     ) -> None:
         self.registry = registry
         self._guards = tuple(guards)
         self._recorder = recorder
+        # Results of tools with a `cache_ttl_seconds`, by tenant, tool and arguments.
+        self._cache = cache if cache is not None else ToolResultCache()
         self._max_result_chars = max_result_chars
         self._sleep = sleep
 
@@ -145,17 +152,16 @@ class ToolExecutor:
         self, chain: ReasoningChain, context: ToolCallContext, invocation: ToolInvocation
     ) -> _Prepared:
         allowed = context.allowed_tools
-        available = invocation.name in self.registry and (
-            allowed is None or invocation.name in allowed
-        )
-        entry = self.registry.entry(invocation.name) if available else None
+        registry = context.tools or self.registry
+        available = invocation.name in registry and (allowed is None or invocation.name in allowed)
+        entry = registry.entry(invocation.name) if available else None
         failure: ToolError | None = None
         raw_arguments = invocation.arguments
         arguments: dict[str, Any] = {}
         if isinstance(raw_arguments, str):
             try:
                 parsed = json.loads(raw_arguments) if raw_arguments.strip() else {}
-            except json.JSONDecodeError as exc:
+            except (ValueError, RecursionError) as exc:  # bad JSON, too deep, huge ints
                 parsed = None
                 failure = InvalidToolArguments(
                     invocation.name, [FieldError("", f"arguments are not valid JSON ({exc})")]
@@ -165,7 +171,7 @@ class ToolExecutor:
         if isinstance(parsed, dict):
             arguments = parsed
         if entry is None:
-            names = self.registry.names() if allowed is None else allowed
+            names = registry.names() if allowed is None else allowed
             known = ", ".join(sorted(names)) or "none"
             failure = ToolError(
                 f"unknown tool {invocation.name!r}; available tools: {known}",
@@ -198,7 +204,9 @@ class ToolExecutor:
                 parent_step_id=context.parent_step_id,
             )
         )
-        call_context = context.at(correlation_id=correlation_id, parent_step_id=call_step.id)
+        call_context = context.at(
+            correlation_id=correlation_id, parent_step_id=call_step.id, call_step=call_step
+        )
         return _Prepared(invocation, entry, arguments, call_context, call_step, failure)
 
     async def _run(self, call: _Prepared) -> _Outcome:
@@ -215,7 +223,17 @@ class ToolExecutor:
                 call.pending = None
                 return _Outcome(rejection=rejection)
             call.passed.append(guard)
-        return await self._attempt(call.entry, call.arguments, call.context)
+        ttl = call.entry.definition.cache_ttl_seconds
+        if not ttl:
+            return await self._attempt(call.entry, call.arguments, call.context)
+        key = cache_key(call.context.tenant_id, call.entry.definition, call.arguments)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return _Outcome(output=ToolOutput(cached, cached=True), attempts=0)
+        outcome = await self._attempt(call.entry, call.arguments, call.context)
+        if outcome.output is not None:
+            self._cache.put(key, outcome.output.value, ttl)
+        return outcome
 
     @staticmethod
     def _abandon(call: _Prepared) -> None:
@@ -275,6 +293,9 @@ class ToolExecutor:
     ) -> ToolResult:
         definition = call.entry.definition if call.entry else None
         output = outcome.output
+        services = call.context.services
+        if services is not None and services.secrets is not None:
+            _redact_outcome(outcome, services)
         common: dict[str, Any] = {
             "correlation_id": call.context.correlation_id,
             "duration_ms": outcome.duration_ms,
@@ -351,6 +372,27 @@ class ToolExecutor:
             except GuardRejection as rejection:
                 return rejection
         return None
+
+
+def _redact_outcome(outcome: _Outcome, services: ToolServices) -> None:
+    """Masks the run's secret values in what a call returned or said of its failure, before
+    anything of it is recorded, streamed, audited or shown to the model."""
+    if outcome.output is not None:
+        outcome.output.value = _redacted_value(outcome.output.value, services)
+    if outcome.error is not None:
+        outcome.error.message = services.redact(outcome.error.message)
+    for failure in outcome.failed_attempts:
+        failure.message = services.redact(failure.message)
+
+
+def _redacted_value(value: Any, services: ToolServices) -> Any:
+    if isinstance(value, str):
+        return services.redact(value)
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    text = json.dumps(to_jsonable_python(value, fallback=str), ensure_ascii=False)
+    masked = services.redact(text)
+    return value if masked == text else json.loads(masked)
 
 
 def _attempt_failures(error: ToolError, attempt: int, backoff: float | None) -> list[FailedAttempt]:

@@ -17,7 +17,10 @@ from app.llm.types import DeltaKind
 from app.tools.errors import ErrorClass
 
 if TYPE_CHECKING:
+    from app.chain import ReasoningStep
     from app.tools.guards import ToolGuard
+    from app.tools.registry import ToolRegistry
+    from app.tools.services import ToolServices
 
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
@@ -100,7 +103,13 @@ class ToolDefinition(BaseModel):
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
     retry: RetryPolicy = NO_RETRY
     max_result_chars: int | None = Field(default=None, ge=64)
-    cache_ttl_seconds: int | None = None
+    cache_ttl_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=86_400,
+        description="Answer an identical call (same tenant, tool and arguments) within this "
+        "many seconds from the first one's result: `cached: true`, no cost. Off when unset.",
+    )
     visibility: ToolVisibilityConfig = ToolVisibilityConfig()
     permissions: ToolPermissions = ToolPermissions()
 
@@ -200,6 +209,15 @@ class ToolCallContext:
     guards: "tuple[ToolGuard, ...]" = ()
     # Which models the run may reach (its tenant's policy); None: every configured model.
     models: "ModelAccess | None" = None
+    # The tools of this run: the process's and its tenant's own (MCP servers); None: the
+    # executor's registry.
+    tools: "ToolRegistry | None" = None
+    # The run's secrets, files, todos and network policy (None: none of them).
+    services: "ToolServices | None" = None
+    # Where tools' progress reports go (`progress`); None: nowhere.
+    on_progress: "Callable[[ToolProgress], None] | None" = None
+    # The `tool_call` step of the call this context was made for (set by the executor).
+    call_step: "ReasoningStep | None" = None
 
     def at(
         self,
@@ -207,6 +225,7 @@ class ToolCallContext:
         correlation_id: UUID | None = None,
         parent_step_id: UUID | None = None,
         attempt: int | None = None,
+        call_step: "ReasoningStep | None" = None,
     ) -> "ToolCallContext":
         """This context for one call (or attempt): the executor makes one per call, so this
         is `dataclasses.replace` without its per-field introspection (a third of its cost)."""
@@ -224,7 +243,32 @@ class ToolCallContext:
             self.on_delta,
             self.guards,
             self.models,
+            self.tools,
+            self.services,
+            self.on_progress,
+            self.call_step if call_step is None else call_step,
         )
+
+    def progress(self, message: str, fraction: float | None = None) -> None:
+        """Reports how the call is going: each report becomes a `tool_progress` event of the
+        run's stream, after the call's step and before its result. `fraction` is how much is
+        done, 0 to 1, when the tool knows. Never blocks; a report outside a call is dropped."""
+        if self.on_progress is None or self.call_step is None:
+            return
+        if fraction is not None:
+            fraction = min(max(float(fraction), 0.0), 1.0)
+            if fraction != fraction:  # NaN
+                fraction = None
+        self.on_progress(ToolProgress(self.call_step, message, fraction))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolProgress:
+    """A tool's report on a call under way: the call's step, what it is doing, how far."""
+
+    call_step: "ReasoningStep"
+    message: str
+    fraction: float | None = None
 
 
 @dataclass(slots=True)

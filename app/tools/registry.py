@@ -1,5 +1,6 @@
 """The set of tools a runtime offers, with each tool's compiled argument validator."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from jsonschema import Draft202012Validator
@@ -17,6 +18,11 @@ class RegisteredTool:
     definition: ToolDefinition
     validator: Draft202012Validator
 
+    @classmethod
+    def of(cls, tool: BaseTool) -> "RegisteredTool":
+        definition = tool.definition
+        return cls(tool, definition, compile_validator(definition.parameters))
+
 
 class ToolRegistry:
     """Tools by name. Built at start-up and passed explicitly; there is no global registry."""
@@ -30,9 +36,16 @@ class ToolRegistry:
         definition = tool.definition
         if definition.name in self._entries and not replace:
             raise ToolAlreadyRegisteredError(definition.name)
-        self._entries[definition.name] = RegisteredTool(
-            tool, definition, compile_validator(definition.parameters)
-        )
+        self._entries[definition.name] = RegisteredTool.of(tool)
+
+    def extended(self, entries: Iterable[RegisteredTool]) -> "ToolRegistry":
+        """This registry with `entries` added (a tenant's own tools, for one run); a name this
+        registry has keeps its tool."""
+        extended = ToolRegistry()
+        extended._entries = dict(self._entries)
+        for entry in entries:
+            extended._entries.setdefault(entry.definition.name, entry)
+        return extended
 
     def unregister(self, name: str) -> None:
         if self._entries.pop(name, None) is None:

@@ -16,11 +16,13 @@ from app.chain import (
 )
 from app.chain.errors import ChainAbort
 from app.config import Settings
+from app.tools.builtin import CalculatorTool, CurrentTimeTool
 
 
 @pytest.fixture(scope="module")
 def runtime() -> AgentRuntime:
-    return AgentRuntime.build(RuntimeSettings.model_validate(Settings()))
+    tools = [CalculatorTool(), CurrentTimeTool()]
+    return AgentRuntime.build(RuntimeSettings.model_validate(Settings()), tools=tools)
 
 
 class ComputeThenAsk(CoTAgent):

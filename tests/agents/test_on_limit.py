@@ -28,6 +28,7 @@ from app.chain import (
 )
 from app.governance.budgets import BudgetGuard
 from app.llm import LLMRequest
+from app.tools.builtin import CalculatorTool, CurrentTimeTool
 from tests.factories import fake_deployment, runtime_for
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 
@@ -52,7 +53,11 @@ def _runtime(
         output_cost=str(OUT_PRICE),
         native_tools=mode == "native",
     )
-    return runtime_for(tmp_path, [deployment], default_model=MODEL, mode=mode, **settings)
+    # The tools the budgets below were worked out with (each tool's schema is prompt).
+    tools = [CalculatorTool(), CurrentTimeTool()]
+    return runtime_for(
+        tmp_path, [deployment], default_model=MODEL, mode=mode, tools=tools, **settings
+    )
 
 
 async def _run(

@@ -33,10 +33,15 @@ class Route:
             name="default",
             version=1,
             conversation_id=uuid4(),
+            file_id=uuid4(),
+            server_id=uuid4(),
         )
 
     def request_kwargs(self) -> dict[str, Any]:
         # A well-formed body, so the refusal can only be about the caller.
+        form = FORMS.get(str(self))
+        if form is not None:
+            return {"files": form()}
         body = BODIES.get(str(self))
         return {} if body is None else {"json": body()}
 
@@ -51,10 +56,21 @@ BODIES: dict[str, Callable[[], Any]] = {
     "PUT /api/v1/tenants/{tenant_id}/visibility": lambda: {"tool_types": {"llm": "full"}},
     "PUT /api/v1/tenants/{tenant_id}/tools": lambda: {"enabled_tools": BUILTIN_TOOLS},
     "PUT /api/v1/tenants/{tenant_id}/quotas": lambda: {"llm_calls_per_minute": 1000},
+    "PUT /api/v1/tenants/{tenant_id}/network": lambda: {"allow": ["10.0.0.0/8"]},
     "PUT /api/v1/tenants/{tenant_id}/models": lambda: {"approved": None},
     "POST /api/v1/agents": lambda: {"name": f"a-{uuid4().hex[:12]}"},
     "PATCH /api/v1/agents/{name}": lambda: {"description": "Changed"},
     "POST /api/v1/conversations": dict,
+    "PUT /api/v1/tenants/{tenant_id}/secrets/{name}": lambda: {"value": "s3cret-value"},
+    "POST /api/v1/tenants/{tenant_id}/mcp-servers": lambda: {
+        "name": f"m-{uuid4().hex[:8]}",
+        "url": "http://127.0.0.1:9/mcp",
+    },
+    "PATCH /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": lambda: {"allowed_tools": None},
+}
+# Multipart bodies.
+FORMS: dict[str, Callable[[], Any]] = {
+    "POST /api/v1/files": lambda: {"file": ("notes.txt", b"Some notes.", "text/plain")},
 }
 
 ROUTES = [
@@ -77,6 +93,8 @@ ROUTES = [
     Route("PUT", "/api/v1/tenants/{tenant_id}/visibility"),
     Route("GET", "/api/v1/tenants/{tenant_id}/tools"),
     Route("PUT", "/api/v1/tenants/{tenant_id}/tools"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/network"),
+    Route("PUT", "/api/v1/tenants/{tenant_id}/network"),
     Route("GET", "/api/v1/tenants/{tenant_id}/quotas"),
     Route("PUT", "/api/v1/tenants/{tenant_id}/quotas"),
     Route("GET", "/api/v1/tenants/{tenant_id}/models"),
@@ -96,6 +114,20 @@ ROUTES = [
     Route("POST", "/api/v1/conversations"),
     Route("GET", "/api/v1/conversations"),
     Route("GET", "/api/v1/conversations/{conversation_id}"),
+    Route("POST", "/api/v1/files"),
+    Route("GET", "/api/v1/files"),
+    Route("GET", "/api/v1/files/{file_id}"),
+    Route("GET", "/api/v1/files/{file_id}/content"),
+    Route("DELETE", "/api/v1/files/{file_id}"),
+    Route("PUT", "/api/v1/tenants/{tenant_id}/secrets/{name}"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/secrets"),
+    Route("DELETE", "/api/v1/tenants/{tenant_id}/secrets/{name}"),
+    Route("POST", "/api/v1/tenants/{tenant_id}/mcp-servers"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/mcp-servers"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}"),
+    Route("PATCH", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}"),
+    Route("POST", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}/refresh"),
+    Route("DELETE", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}"),
 ]
 PLATFORM_ONLY = {"POST /api/v1/tenants", "GET /api/v1/tenants", "PATCH /api/v1/tenants/{tenant_id}"}
 # Routes that take an id, tried by a tenant admin (every permission within its own tenant).
@@ -109,6 +141,9 @@ ROUTES_WITH_IDS = [
     and str(route) not in PLATFORM_ONLY
     and "{name}" not in route.template
     and "{conversation_id}" not in route.template
+    # Each tried with another tenant's own file / MCP server in their own tests.
+    and "{file_id}" not in route.template
+    and "{server_id}" not in route.template
 ]
 ADMIN = ("tenant_admin",)
 
@@ -260,7 +295,10 @@ async def test_another_tenants_ids_are_not_found_and_nothing_of_theirs_leaks(
 
 # What the owner gets for the same request: the task has finished, so cancelling it is a
 # conflict, which still shows the task was found.
-OWNER_STATUS = {"POST /api/v1/tasks/{task_id}/cancel": 409}
+OWNER_STATUS = {
+    "POST /api/v1/tasks/{task_id}/cancel": 409,
+    "POST /api/v1/tenants/{tenant_id}/mcp-servers": 201,
+}
 
 
 @pytest.mark.parametrize("route", ROUTES_WITH_IDS, ids=str)

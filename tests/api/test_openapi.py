@@ -77,6 +77,7 @@ def test_event_streams_document_each_event_type_and_its_payload() -> None:
             "task_status",
             "reasoning_step",
             "budget_warning",
+            "tool_progress",
             "chain_completed",
             "chain_failed",
             "done",

@@ -42,6 +42,8 @@ EXPECTED: dict[str, dict[str, int]] = {
     "PUT /api/v1/tenants/{tenant_id}/visibility": _only(ADMINS),
     "GET /api/v1/tenants/{tenant_id}/tools": _only(ADMINS),
     "PUT /api/v1/tenants/{tenant_id}/tools": _only(ADMINS),
+    "GET /api/v1/tenants/{tenant_id}/network": _only(ADMINS),
+    "PUT /api/v1/tenants/{tenant_id}/network": _only(ADMINS),
     "GET /api/v1/tenants/{tenant_id}/quotas": _only(ADMINS),
     "PUT /api/v1/tenants/{tenant_id}/quotas": _only(ADMINS),
     "GET /api/v1/tenants/{tenant_id}/models": _only(ADMINS),
@@ -65,6 +67,38 @@ EXPECTED: dict[str, dict[str, int]] = {
     "GET /api/v1/conversations": ALL,
     # A conversation nobody started: permitted readers are told it is not there.
     "GET /api/v1/conversations/{conversation_id}": dict.fromkeys(ROLES, 404) | {"none": 403},
+    "POST /api/v1/files": _only({"platform_admin": 201, "tenant_admin": 201, "member": 201}),
+    "GET /api/v1/files": ALL,
+    # Files nobody uploaded: permitted readers are told they are not there.
+    "GET /api/v1/files/{file_id}": dict.fromkeys(ROLES, 404) | {"none": 403},
+    "GET /api/v1/files/{file_id}/content": dict.fromkeys(ROLES, 404) | {"none": 403},
+    "DELETE /api/v1/files/{file_id}": _only(
+        {"platform_admin": 404, "tenant_admin": 404, "member": 404}
+    ),
+    "PUT /api/v1/tenants/{tenant_id}/secrets/{name}": _only(
+        {"platform_admin": 201, "tenant_admin": 201}
+    ),
+    "GET /api/v1/tenants/{tenant_id}/secrets": _only(ADMINS),
+    "DELETE /api/v1/tenants/{tenant_id}/secrets/{name}": _only(
+        {"platform_admin": 204, "tenant_admin": 204}
+    ),
+    "POST /api/v1/tenants/{tenant_id}/mcp-servers": _only(
+        {"platform_admin": 201, "tenant_admin": 201}
+    ),
+    "GET /api/v1/tenants/{tenant_id}/mcp-servers": _only(ADMINS),
+    # Servers nobody registered.
+    "GET /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
+    "PATCH /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
+    "POST /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}/refresh": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
+    "DELETE /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
 }
 
 # What a refusal names.
@@ -88,6 +122,8 @@ NEEDS: dict[str, str] = {
     "PUT /api/v1/tenants/{tenant_id}/visibility": Permission.TOOL_CONFIGURE,
     "GET /api/v1/tenants/{tenant_id}/tools": Permission.TOOL_CONFIGURE,
     "PUT /api/v1/tenants/{tenant_id}/tools": Permission.TOOL_CONFIGURE,
+    "GET /api/v1/tenants/{tenant_id}/network": Permission.TOOL_CONFIGURE,
+    "PUT /api/v1/tenants/{tenant_id}/network": Permission.TOOL_CONFIGURE,
     "GET /api/v1/tenants/{tenant_id}/quotas": Permission.RATE_LIMIT_CONFIGURE,
     "PUT /api/v1/tenants/{tenant_id}/quotas": Permission.RATE_LIMIT_CONFIGURE,
     "GET /api/v1/tenants/{tenant_id}/models": Permission.COST_CONFIGURE,
@@ -105,6 +141,20 @@ NEEDS: dict[str, str] = {
     "POST /api/v1/conversations": Permission.TASK_CREATE,
     "GET /api/v1/conversations": Permission.TASK_READ,
     "GET /api/v1/conversations/{conversation_id}": Permission.TASK_READ,
+    "POST /api/v1/files": Permission.FILE_WRITE,
+    "GET /api/v1/files": Permission.FILE_READ,
+    "GET /api/v1/files/{file_id}": Permission.FILE_READ,
+    "GET /api/v1/files/{file_id}/content": Permission.FILE_READ,
+    "DELETE /api/v1/files/{file_id}": Permission.FILE_WRITE,
+    "PUT /api/v1/tenants/{tenant_id}/secrets/{name}": Permission.SECRET_CONFIGURE,
+    "GET /api/v1/tenants/{tenant_id}/secrets": Permission.SECRET_CONFIGURE,
+    "DELETE /api/v1/tenants/{tenant_id}/secrets/{name}": Permission.SECRET_CONFIGURE,
+    "POST /api/v1/tenants/{tenant_id}/mcp-servers": Permission.TOOL_CONFIGURE,
+    "GET /api/v1/tenants/{tenant_id}/mcp-servers": Permission.TOOL_CONFIGURE,
+    "GET /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": Permission.TOOL_CONFIGURE,
+    "PATCH /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": Permission.TOOL_CONFIGURE,
+    "POST /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}/refresh": Permission.TOOL_CONFIGURE,
+    "DELETE /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": Permission.TOOL_CONFIGURE,
 }
 
 

@@ -62,4 +62,30 @@ class AdminReport(BaseTool):
         return ToolOutput({"users": 3})
 
 
-TEST_TOOLS: list[BaseTool] = [VaultStore(), AdminReport()]
+class Countdown(BaseTool):
+    """Counts down from `n`, reporting each step as progress, then says how it went."""
+
+    _definition = ToolDefinition(
+        name="countdown",
+        type=ToolType.EXTERNAL,
+        description="Counts down from n, reporting its progress.",
+        parameters={
+            "type": "object",
+            "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 20}},
+            "required": ["n"],
+        },
+        visibility=ToolVisibilityConfig(summary_template="counted down from {n}"),
+    )
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return self._definition
+
+    async def execute(self, arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
+        n = arguments["n"]
+        for done in range(1, n + 1):
+            context.progress(f"{n - done} left", done / n)
+        return ToolOutput({"n": n, "reports": n})
+
+
+TEST_TOOLS: list[BaseTool] = [VaultStore(), AdminReport(), Countdown()]

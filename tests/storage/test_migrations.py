@@ -9,7 +9,7 @@ from sqlalchemy import Connection, inspect
 
 from app.storage import Database, current_revision, head_revision, upgrade_to_head
 from app.storage.migrate import alembic_config
-from app.storage.tables import metadata
+from app.storage.tables import described, metadata
 
 TABLES = {
     "tenants",
@@ -25,7 +25,9 @@ TABLES = {
 
 async def test_the_migrated_schema_is_exactly_the_table_definitions(database_url: str) -> None:
     def differences(connection: Connection) -> list[object]:
-        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        context = MigrationContext.configure(
+            connection, opts={"compare_type": True, "include_name": described}
+        )
         return list(compare_metadata(context, metadata))
 
     database = Database(database_url)

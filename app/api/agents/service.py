@@ -36,6 +36,7 @@ from app.storage.agents import AgentRepository
 from app.storage.pagination import InvalidCursor
 from app.storage.records import AgentRecord
 from app.tools.builtin.llm import LLM_TOOL_NAME
+from app.tools.registry import ToolRegistry
 
 # A name cursor sorting before every agent name (names start with a letter): the page after
 # a first page that showed only the built-in agent starts at the first stored one.
@@ -78,10 +79,17 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
     return None
 
 
-def check_definition(runtime: AgentRuntime, tenant: Tenant, definition: AgentDefinition) -> None:
+def check_definition(
+    runtime: AgentRuntime,
+    tenant: Tenant,
+    definition: AgentDefinition,
+    registry: ToolRegistry | None = None,
+) -> None:
     """Refuses (422) a definition naming what its tenant's runs could not use: a model that is
-    not configured or not approved, a tool that is not registered or not enabled, a kind this
-    process does not have, or a `response_format` that is not a JSON Schema."""
+    not configured or not approved, a tool that is not registered (in `registry`, the tenant's
+    tools; default the process's) or not enabled, a kind this process does not have, or a
+    `response_format` that is not a JSON Schema."""
+    registry = registry or runtime.registry
     problems: list[FieldProblem] = []
     if definition.kind not in runtime.kinds:
         known = ", ".join(runtime.kinds.names())
@@ -101,7 +109,7 @@ def check_definition(runtime: AgentRuntime, tenant: Tenant, definition: AgentDef
     seen: set[str] = set()
     for index, name in enumerate(definition.tools or []):
         field = f"body.tools.{index}"
-        if name == LLM_TOOL_NAME or name not in runtime.registry:
+        if name == LLM_TOOL_NAME or name not in registry:
             problems.append(FieldProblem(field=field, message=f"unknown tool {name!r}"))
         elif enabled is not None and name not in enabled:
             message = f"{name!r} is not enabled for this tenant"
@@ -122,11 +130,19 @@ def check_definition(runtime: AgentRuntime, tenant: Tenant, definition: AgentDef
 class AgentCatalog:
     """The agents of one caller's tenant, changed within one transaction (`connection`)."""
 
-    def __init__(self, connection: AsyncConnection, runtime: AgentRuntime, caller: Caller) -> None:
+    def __init__(
+        self,
+        connection: AsyncConnection,
+        runtime: AgentRuntime,
+        caller: Caller,
+        registry: ToolRegistry | None = None,
+    ) -> None:
         self._agents = AgentRepository(connection, caller.tenant_id)
         self._connection = connection
         self._runtime = runtime
         self._caller = caller
+        # The tenant's tools (its MCP servers' besides the process's).
+        self._registry = registry
 
     async def create(self, body: AgentCreate) -> AgentRecord:
         if body.name == DEFAULT_AGENT:
@@ -136,7 +152,7 @@ class AgentCatalog:
                 extra={"agent": body.name},
             )
         definition = body.definition()
-        check_definition(self._runtime, self._caller.tenant, definition)
+        check_definition(self._runtime, self._caller.tenant, definition, self._registry)
         document = definition_document(definition)
         record = await self._agents.create(
             body.name, document, by=self._caller.subject, at=utc_now()
@@ -198,7 +214,7 @@ class AgentCatalog:
     async def _new_version(self, current: AgentRecord, definition: AgentDefinition) -> AgentRecord:
         if definition == AgentDefinition.model_validate(current.definition):
             return current
-        check_definition(self._runtime, self._caller.tenant, definition)
+        check_definition(self._runtime, self._caller.tenant, definition, self._registry)
         document = definition_document(definition)
         record = await self._agents.add_version(
             current, document, by=self._caller.subject, at=utc_now()
@@ -250,14 +266,16 @@ def _invalid(exc: ValidationError) -> ApiError:
 
 
 async def create_agent(state: AppState, caller: Caller, body: AgentCreate) -> AgentOut:
+    registry = (await state.toolbox.for_tenant(caller.tenant)).registry
     async with state.database.transaction() as connection:
-        record = await AgentCatalog(connection, state.runtime, caller).create(body)
+        record = await AgentCatalog(connection, state.runtime, caller, registry).create(body)
     return AgentOut.of(record)
 
 
 async def update_agent(state: AppState, caller: Caller, name: str, body: AgentUpdate) -> AgentOut:
+    registry = (await state.toolbox.for_tenant(caller.tenant)).registry
     async with state.database.transaction() as connection:
-        record = await AgentCatalog(connection, state.runtime, caller).update(name, body)
+        record = await AgentCatalog(connection, state.runtime, caller, registry).update(name, body)
     return AgentOut.of(record)
 
 

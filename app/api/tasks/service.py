@@ -13,7 +13,7 @@ from app.runs.agents import parse_ref, resolve_agent
 from app.runs.channel import StreamItem
 from app.runs.errors import Forbidden, InvalidSubmission, NotFound, TaskAlreadyFinished
 from app.runs.manager import SubmittedTask, Turn
-from app.runs.models import RunPolicy
+from app.runs.models import Attachment, RunPolicy
 from app.runs.streams import task_stream
 from app.security.rbac import Permission, cancels_any_task
 from app.storage.conversations import ConversationRepository
@@ -51,9 +51,38 @@ async def submit_task(state: AppState, caller: Caller, submission: TaskSubmissio
                 )
             turn = Turn(conversation.id, history.turns, history.messages)
         agent = await resolve_agent(connection, caller.tenant_id, ref)
+    attachments = await _attachments(state, caller, submission.file_ids or [])
     return await state.runs.submit(
-        caller.principal, submission, run_policy(state, caller), agent, turn
+        caller.principal, submission, await run_policy(state, caller), agent, turn, attachments
     )
+
+
+async def _attachments(state: AppState, caller: Caller, file_ids: list[UUID]) -> list[Attachment]:
+    """The files a task names, each its tenant's (422 naming the field otherwise: another
+    tenant's file is as unknown as one that never existed)."""
+    if not file_ids:
+        return []
+    library = state.toolbox.files
+    records = (
+        {}
+        if library is None
+        else {record.id: record for record in await library.get_many(caller.tenant_id, file_ids)}
+    )
+    problems = [
+        FieldError(f"file_ids.{index}", f"no file {file_id} in this tenant")
+        for index, file_id in enumerate(file_ids)
+        if file_id not in records
+    ]
+    if problems:
+        raise InvalidSubmission(problems)
+    return [
+        Attachment(
+            file_id,
+            f"{file_id}: {records[file_id].name} ({records[file_id].media_type}, "
+            f"{records[file_id].size_bytes} bytes)",
+        )
+        for file_id in dict.fromkeys(file_ids)
+    ]
 
 
 def _turn_agent(conversation: ConversationRecord, ref: str | None) -> str:
@@ -75,7 +104,7 @@ def _turn_agent(conversation: ConversationRecord, ref: str | None) -> str:
     return ref
 
 
-def run_policy(state: AppState, caller: Caller) -> RunPolicy:
+async def run_policy(state: AppState, caller: Caller) -> RunPolicy:
     tenant = caller.tenant
     return RunPolicy(
         roles=caller.roles,
@@ -83,6 +112,8 @@ def run_policy(state: AppState, caller: Caller) -> RunPolicy:
         sensitive_fields=frozenset(tenant.visibility.sensitive_fields),
         quotas=tenant.quotas,
         models=tenant.models,
+        tools=await state.toolbox.for_tenant(tenant),
+        executes_tools=Permission.TOOL_EXECUTE in caller.permissions,
     )
 
 

@@ -20,6 +20,7 @@ from app.api.query import Moment, aware, decode_int_cursor, decode_key_cursor, e
 from app.api.tenants.schemas import (
     AuditEventOut,
     AuditPage,
+    NetworkSettings,
     TenantCreate,
     TenantOut,
     TenantPage,
@@ -29,6 +30,7 @@ from app.api.tenants.schemas import (
 from app.api.tenants.service import (
     create_tenant,
     set_models,
+    set_network,
     set_quotas,
     set_tools,
     set_visibility,
@@ -148,6 +150,34 @@ async def put_tools(
     tenant = await caller.scope(state, tenant_id)
     record = await set_tools(state, caller, tenant, body.enabled_tools)
     return ToolSettings(enabled_tools=record.enabled_tools)
+
+
+@router.get(
+    "/{tenant_id}/network",
+    summary="Where a tenant's HTTP tools and MCP servers may go past the SSRF guard",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_network(
+    tenant_id: str, caller: RequireToolConfigure, state: State
+) -> NetworkSettings:
+    tenant = await caller.scope(state, tenant_id)
+    return NetworkSettings(allow=tenant.record.network_allow or [])
+
+
+@router.put(
+    "/{tenant_id}/network",
+    summary="Set where a tenant's HTTP tools and MCP servers may go past the SSRF guard",
+    responses=problems(401, 403, 404, 422),
+)
+async def put_network(
+    tenant_id: str, body: NetworkSettings, caller: RequireToolConfigure, state: State
+) -> NetworkSettings:
+    """Hosts and CIDRs a tenant's `http_request` may call, and private or loopback addresses
+    its `web_fetch` and MCP servers may reach (every other private, loopback, link-local or
+    metadata address stays refused). Audited with the list before and after."""
+    tenant = await caller.scope(state, tenant_id)
+    record = await set_network(state, caller, tenant, body.allow)
+    return NetworkSettings(allow=record.network_allow or [])
 
 
 @router.get(

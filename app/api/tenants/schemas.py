@@ -1,9 +1,10 @@
 """Tenant resources as clients see and send them."""
 
+import ipaddress
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from app.runs.models import ToolName
 from app.storage.records import AuditRecord, TenantRecord
@@ -61,6 +62,46 @@ class ToolSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled_tools: list[ToolName] | None = Field(max_length=256)
+
+
+def _network_entry(entry: str) -> str:
+    if "/" in entry:
+        try:
+            ipaddress.ip_network(entry, strict=False)
+        except ValueError as exc:
+            raise ValueError(f"{entry!r} is not a CIDR: {exc}") from None
+    return entry.lower()
+
+
+NetworkEntry = Annotated[
+    str,
+    AfterValidator(_network_entry),
+    Field(
+        min_length=1,
+        max_length=255,
+        pattern=r"^(\*\.)?[A-Za-z0-9._:-]+(/[0-9]{1,3})?$",
+        description="A host name (`api.internal`), a wildcard (`*.corp.example`), an address "
+        "or a CIDR (`10.1.0.0/16`, `fd00::/8`).",
+    ),
+]
+
+
+class NetworkSettings(BaseModel):
+    """Where a tenant's HTTP tools (`web_fetch`, `http_request`) and MCP servers may go past the
+    SSRF guard, besides the operator's `OMNIFORGE_NETWORK_ALLOW`. `http_request` reaches only
+    hosts listed here (or there); `web_fetch` reaches any public address, and these private ones."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"allow": ["api.internal.example", "10.20.0.0/16"]}]},
+    )
+
+    allow: list[NetworkEntry] = Field(default_factory=list, max_length=256)
+
+    @field_validator("allow")
+    @classmethod
+    def _once_each(cls, entries: list[str]) -> list[str]:
+        return list(dict.fromkeys(entries))
 
 
 class AuditEventOut(BaseModel):

@@ -21,8 +21,13 @@ from app.storage.tenants import TenantRepository
 from app.tools.builtin.llm import LLM_TOOL_NAME
 
 
-def check_tools(state: AppState, tools: list[str] | None) -> None:
-    registry = state.runtime.registry
+async def check_tools(state: AppState, tools: list[str] | None, tenant: Tenant | None) -> None:
+    """Refuses tool names the tenant's runs could not find (its MCP servers' tools count)."""
+    registry = (
+        state.runtime.registry
+        if tenant is None
+        else (await state.toolbox.for_tenant(tenant)).registry
+    )
     unknown = [
         FieldProblem(field=f"body.enabled_tools.{index}", message=f"unknown tool {name!r}")
         for index, name in enumerate(tools or [])
@@ -33,7 +38,7 @@ def check_tools(state: AppState, tools: list[str] | None) -> None:
 
 
 async def create_tenant(state: AppState, caller: Caller, body: TenantCreate) -> TenantRecord:
-    check_tools(state, body.enabled_tools)
+    await check_tools(state, body.enabled_tools, None)
     async with state.database.transaction() as connection:
         record = await TenantRepository(connection).create(
             body.id, body.name, at=utc_now(), enabled_tools=body.enabled_tools
@@ -67,9 +72,19 @@ async def set_visibility(
 async def set_tools(
     state: AppState, caller: Caller, tenant: Tenant, tools: list[str] | None
 ) -> TenantRecord:
-    check_tools(state, tools)
+    await check_tools(state, tools, tenant)
     changes = {"enabled_tools": tools}
     return await _change(state, caller, tenant, AuditAction.TOOLS_UPDATE, changes)
+
+
+async def set_network(
+    state: AppState, caller: Caller, tenant: Tenant, allow: list[str]
+) -> TenantRecord:
+    changes = {"network_allow": allow or None}
+    record = await _change(state, caller, tenant, AuditAction.NETWORK_UPDATE, changes)
+    if state.toolbox.mcp is not None:  # its servers are reached under the new list at once
+        state.toolbox.mcp.changed(tenant.id)
+    return record
 
 
 async def set_quotas(

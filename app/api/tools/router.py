@@ -10,6 +10,7 @@ from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.chain import ToolType
+from app.security.rbac import Permission
 from app.tools.permissions import permits
 
 router = APIRouter(prefix="/api/v1/tools", tags=["tools"], route_class=CheckedRoute)
@@ -30,10 +31,13 @@ class ToolList(BaseModel):
 
 @router.get("", summary="List tools", responses=problems(401, 403))
 async def list_tools(caller: AnyCaller, state: State) -> ToolList:
-    """The tools the caller's tenant enabled; `usable` says whether the caller's roles may use
-    each (tools it may not use are never offered to its runs). The LLM is not listed: every
-    run uses it."""
+    """The tools the caller's tenant enabled, its MCP servers' (`<server>__<tool>`) among them;
+    `usable` says whether the caller may use each: its roles grant `tool:execute` and one of
+    the tool's `required_roles` (tools it may not use are never offered to its runs). The LLM
+    is not listed: every run uses it."""
     enabled = caller.tenant.enabled_tools
+    registry = (await state.toolbox.for_tenant(caller.tenant)).registry
+    executes = Permission.TOOL_EXECUTE in caller.permissions
     items = [
         ToolOut(
             name=definition.name,
@@ -41,9 +45,9 @@ async def list_tools(caller: AnyCaller, state: State) -> ToolList:
             description=definition.description,
             parameters=definition.parameters,
             required_roles=list(definition.permissions.required_roles),
-            usable=permits(definition, caller.roles),
+            usable=executes and permits(definition, caller.roles),
         )
-        for definition in state.runtime.registry.list_tools()
+        for definition in registry.list_tools()
         if definition.type is not ToolType.LLM and (enabled is None or definition.name in enabled)
     ]
     return ToolList(items=items)

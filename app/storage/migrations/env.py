@@ -6,7 +6,7 @@ from alembic import context
 from sqlalchemy import Connection
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from app.storage.tables import metadata
+from app.storage.tables import described, metadata
 
 config = context.config
 
@@ -26,6 +26,7 @@ def _run(connection: Connection) -> None:
         target_metadata=metadata,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=described,
     )
     with context.begin_transaction():
         context.run_migrations()

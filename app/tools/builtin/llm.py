@@ -118,7 +118,7 @@ class LLMTool(BaseTool):
         return self._definition
 
     async def execute(self, arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
-        request = self.request(arguments, context.models)
+        request = self.request(arguments, context.models, context.tools)
         try:
             if context.on_delta is None:
                 response = await self._gateway.complete(request)
@@ -176,7 +176,8 @@ class LLMTool(BaseTool):
         """`added_input_tokens`: prompt tokens beyond the arguments' messages (a reply still to
         come), for an estimate made ahead of the call."""
         estimate = await self._gateway.estimate(
-            self.request(arguments, context.models), added_input_tokens=added_input_tokens
+            self.request(arguments, context.models, context.tools),
+            added_input_tokens=added_input_tokens,
         )
         return CallEstimate(estimate.input_tokens, estimate.max_output_tokens, estimate.cost_usd)
 
@@ -206,7 +207,12 @@ class LLMTool(BaseTool):
         model: str = arguments.get("model") or self._gateway.default_model
         return model
 
-    def request(self, arguments: dict[str, Any], models: ModelAccess | None = None) -> LLMRequest:
+    def request(
+        self,
+        arguments: dict[str, Any],
+        models: ModelAccess | None = None,
+        tools: ToolRegistry | None = None,
+    ) -> LLMRequest:
         """The gateway request for schema-valid arguments; refuses what the schema cannot.
         With `models`, only approved fallbacks are kept and the output is capped."""
         model = self.model(arguments)
@@ -225,12 +231,13 @@ class LLMTool(BaseTool):
         else:
             messages = []
             problems.append(FieldError("prompt", "either `prompt` or `messages` is required"))
-        tools = []
+        registry = tools or self._registry
+        offered = []
         for name in arguments.get("tools", []):
-            if name == LLM_TOOL_NAME or name not in self._registry:
+            if name == LLM_TOOL_NAME or name not in registry:
                 problems.append(FieldError("tools", f"{name!r} is not a tool the model can call"))
             else:
-                tools.append(self._registry.definition(name).to_openai_tool())
+                offered.append(registry.definition(name).to_openai_tool())
         if problems:
             raise InvalidToolArguments(LLM_TOOL_NAME, problems)
         max_tokens: int | None = arguments.get("max_tokens")
@@ -244,7 +251,7 @@ class LLMTool(BaseTool):
         return LLMRequest(
             model=model,
             messages=messages,
-            tools=tools or None,
+            tools=offered or None,
             tool_choice=arguments.get("tool_choice"),
             temperature=arguments.get("temperature"),
             max_tokens=max_tokens,

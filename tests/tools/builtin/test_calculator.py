@@ -246,7 +246,21 @@ def test_definition_describes_the_tool() -> None:
 def test_builtin_tools_are_fresh_instances() -> None:
     first, second = builtin_tools(), builtin_tools()
 
-    assert [tool.definition.name for tool in first] == ["calculator", "current_time"]
+    assert [tool.definition.name for tool in first] == [
+        "calculator",
+        "current_time",
+        "list_files",
+        "read_file",
+        "search_files",
+        "web_fetch",
+        "http_request",
+        "json_query",
+        "text_transform",
+        "todo_add",
+        "todo_list",
+        "todo_complete",
+        "todo_delete",
+    ]
     assert all(a is not b for a, b in zip(first, second, strict=True))
 
 

@@ -1,0 +1,1 @@
+"""The files resource of the API."""

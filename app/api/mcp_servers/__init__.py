@@ -1,0 +1,1 @@
+"""The mcp_servers resource of the API."""

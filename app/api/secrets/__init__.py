@@ -1,0 +1,1 @@
+"""The secrets resource of the API."""

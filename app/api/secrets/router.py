@@ -1,0 +1,80 @@
+"""/api/v1/tenants/{tenant_id}/secrets: a tenant's secrets, by name; values are write-only."""
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+
+from app.api.access import RequireSecretConfigure
+from app.api.deps import State
+from app.api.errors import problems
+from app.api.inputs import CheckedRoute
+from app.api.secrets import service
+from app.api.secrets.schemas import SecretName, SecretOut, SecretPage, SecretValue
+from app.storage.pagination import MAX_PAGE_SIZE
+
+router = APIRouter(prefix="/api/v1/tenants", tags=["secrets"], route_class=CheckedRoute)
+
+
+@router.put(
+    "/{tenant_id}/secrets/{name}",
+    summary="Set a secret",
+    status_code=status.HTTP_200_OK,
+    responses={
+        status.HTTP_201_CREATED: {"model": SecretOut, "description": "The secret is new."},
+        **problems(401, 403, 404, 422),
+    },
+)
+async def put_secret(
+    tenant_id: str,
+    name: SecretName,
+    body: SecretValue,
+    caller: RequireSecretConfigure,
+    state: State,
+    response: Response,
+) -> SecretOut:
+    """Creates the secret (201) or replaces its value (200). The value is sealed with
+    AES-256-GCM under the service's key, bound to the tenant and name, and no route ever
+    answers it; tools and MCP servers use it as `{"secret": "NAME"}`, and it is masked in every
+    step, stream, export, audit row and log line. Runs starting from now use the new value (on
+    other instances within `OMNIFORGE_TENANT_CACHE_S`). Audited (`secret.put`, without the
+    value)."""
+    tenant = await caller.scope(state, tenant_id)
+    vault = service.vault_of(state)
+    secret, created = await service.put_secret(state, vault, caller, tenant, name, body.value)
+    if created:
+        response.status_code = status.HTTP_201_CREATED
+    return secret
+
+
+@router.get(
+    "/{tenant_id}/secrets",
+    summary="A tenant's secrets (names only)",
+    responses=problems(401, 403, 404, 422),
+)
+async def list_secrets(
+    tenant_id: str,
+    caller: RequireSecretConfigure,
+    state: State,
+    cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
+) -> SecretPage:
+    """By name: who set each when; never a value."""
+    tenant = await caller.scope(state, tenant_id)
+    return await service.list_secrets(state, tenant, cursor=cursor, limit=limit)
+
+
+@router.delete(
+    "/{tenant_id}/secrets/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Delete a secret",
+    responses=problems(401, 403, 404, 422),
+)
+async def delete_secret(
+    tenant_id: str, name: SecretName, caller: RequireSecretConfigure, state: State
+) -> Response:
+    """Runs starting from now no longer find it (a reference to it fails the call with
+    `secret_not_found`). Audited (`secret.delete`)."""
+    tenant = await caller.scope(state, tenant_id)
+    vault = service.vault_of(state)
+    await service.delete_secret(state, vault, caller, tenant, name)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,195 @@
+"""A tenant's secrets: sealed at rest, opened for runs from a short per-process cache, and
+learnt by the process's log masker as they are opened."""
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from app.chain import ErrorCode
+from app.config import Settings
+from app.security.log_masking import SecretMasker
+from app.security.secrets import KeyRing, Sealed, SecretUnreadable
+from app.storage.database import Database
+from app.storage.secrets import SecretRecord, SecretRepository
+from app.storage.tenants import TenantRepository
+from app.tools.errors import ToolError
+from app.tools.services import MASK, MIN_MASKED_CHARS, SecretResolver
+
+logger = logging.getLogger(__name__)
+
+# Tenants whose opened secrets are cached at most (the cache is cleared past it).
+MAX_CACHED_TENANTS = 10_000
+# Tenants read at once while rotating.
+_TENANT_PAGE = 500
+
+
+@dataclass(slots=True)
+class Rotation:
+    """What a rotation did: secrets sealed again under the sealing key, and those that no
+    configured key opens (`tenant/name: why`), left as they were."""
+
+    key_id: str
+    resealed: int = 0
+    unreadable: list[str] = field(default_factory=list)
+    batches: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OpenedSecrets:
+    """A tenant's secrets as one moment's read found them: values by name, and the names of
+    those that did not open (with why)."""
+
+    values: dict[str, str]
+    unreadable: dict[str, str]
+
+
+class TenantSecrets:
+    """One run's `SecretResolver`: its tenant's secrets as they were when the run began."""
+
+    def __init__(self, opened: OpenedSecrets) -> None:
+        self._opened = opened
+        self._values = tuple(opened.values.values())
+
+    async def resolve(self, name: str) -> str:
+        return value_of(self._opened, name)
+
+    def values(self) -> Sequence[str]:
+        return self._values
+
+
+def value_of(opened: OpenedSecrets, name: str) -> str:
+    value = opened.values.get(name)
+    if value is not None:
+        return value
+    why = opened.unreadable.get(name)
+    if why is not None:
+        raise ToolError(why, error_code=ErrorCode.SECRET_NOT_FOUND)
+    raise ToolError(
+        f"the secret {name!r} is not set for this tenant (set it with PUT "
+        f"/api/v1/tenants/{{tenant_id}}/secrets/{name})",
+        error_code=ErrorCode.SECRET_NOT_FOUND,
+    )
+
+
+class SecretVault:
+    """Every tenant's secrets. `seal` makes a value ready to store; `resolver(tenant_id)`
+    gives one run the tenant's secrets, opened from a cache kept for `ttl_s` that a change
+    made through this process (`changed`) drops at once (other instances see it after at most
+    `ttl_s`). Every value opened is learnt by `masker`, which log handlers mask with."""
+
+    def __init__(
+        self,
+        database: Database,
+        keys: KeyRing,
+        *,
+        ttl_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.keys = keys
+        self.masker = SecretMasker(MASK, min_chars=MIN_MASKED_CHARS)
+        self._database = database
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._cache: dict[str, tuple[float, OpenedSecrets]] = {}
+        # Bumped by each change: a read that began before it is not cached after it.
+        self._generation: dict[str, int] = {}
+
+    @classmethod
+    def from_settings(cls, database: Database, settings: Settings) -> "SecretVault":
+        """The vault of `settings`' keys (`InsecureSettings` in production without one)."""
+        return cls(
+            database, KeyRing(settings.resolved_secrets_keys()), ttl_s=settings.tenant_cache_s
+        )
+
+    def seal(self, tenant_id: str, name: str, value: str) -> Sealed:
+        return self.keys.seal(value, tenant_id=tenant_id, name=name)
+
+    def changed(self, tenant_id: str, value: str | None = None) -> None:
+        """A secret of the tenant was set (to `value`) or deleted: runs starting from now
+        read them again."""
+        self._generation[tenant_id] = self._generation.get(tenant_id, 0) + 1
+        self._cache.pop(tenant_id, None)
+        if value is not None:
+            self.masker.learn([value])
+
+    async def resolver(self, tenant_id: str) -> SecretResolver:
+        return TenantSecrets(await self.opened(tenant_id))
+
+    async def value(self, tenant_id: str, name: str) -> str:
+        """One secret's value (MCP servers' headers); `ToolError` with `secret_not_found`
+        if the tenant has none of that name."""
+        return value_of(await self.opened(tenant_id), name)
+
+    async def opened(self, tenant_id: str) -> OpenedSecrets:
+        now = self._clock()
+        cached = self._cache.get(tenant_id)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        generation = self._generation.get(tenant_id, 0)
+        async with self._database.read() as connection:
+            records = await SecretRepository(connection, tenant_id).all()
+        opened = self._open(records)
+        self.masker.learn(opened.values.values())
+        if self._ttl_s > 0 and self._generation.get(tenant_id, 0) == generation:
+            if len(self._cache) >= MAX_CACHED_TENANTS:
+                self._cache.clear()
+            self._cache[tenant_id] = (now + self._ttl_s, opened)
+        return opened
+
+    async def rotate(self, *, batch_size: int = 100) -> Rotation:
+        """Seals every secret not sealed under the sealing key again under it, `batch_size`
+        secrets per transaction. Safe to run while the service runs (a secret set meanwhile
+        is sealed under the sealing key already) and to run again (it resumes)."""
+        rotation = Rotation(self.keys.sealing_key_id)
+        after_tenant: str | None = None
+        while True:
+            async with self._database.read() as connection:
+                tenants = await TenantRepository(connection).page(
+                    after=after_tenant, limit=_TENANT_PAGE
+                )
+            for tenant in tenants[:_TENANT_PAGE]:
+                await self._rotate_tenant(tenant.id, batch_size, rotation)
+            if len(tenants) <= _TENANT_PAGE:
+                return rotation
+            after_tenant = tenants[_TENANT_PAGE - 1].id
+
+    async def _rotate_tenant(self, tenant_id: str, batch_size: int, rotation: Rotation) -> None:
+        after: str | None = None
+        key_id = self.keys.sealing_key_id
+        while True:
+            async with self._database.transaction() as connection:
+                secrets = SecretRepository(connection, tenant_id)
+                batch = await secrets.sealed_under_other_keys(key_id, after=after, limit=batch_size)
+                for record in batch:
+                    sealed = Sealed(record.key_id, record.sealed)
+                    try:
+                        value = self.keys.open(sealed, tenant_id=tenant_id, name=record.name)
+                    except SecretUnreadable as exc:
+                        rotation.unreadable.append(f"{tenant_id}/{record.name}: {exc}")
+                        continue
+                    again = self.seal(tenant_id, record.name, value)
+                    if await secrets.reseal(
+                        record.name, was=record.key_id, key_id=again.key_id, sealed=again.text
+                    ):
+                        rotation.resealed += 1
+            if batch:
+                rotation.batches += 1
+            if len(batch) < batch_size:
+                return
+            after = batch[-1].name
+
+    def _open(self, records: Sequence[SecretRecord]) -> OpenedSecrets:
+        values: dict[str, str] = {}
+        unreadable: dict[str, str] = {}
+        for record in records:
+            try:
+                values[record.name] = self.keys.open(
+                    Sealed(record.key_id, record.sealed),
+                    tenant_id=record.tenant_id,
+                    name=record.name,
+                )
+            except SecretUnreadable as exc:
+                logger.warning("tenant %s: %s", record.tenant_id, exc)
+                unreadable[record.name] = str(exc)
+        return OpenedSecrets(values, unreadable)

@@ -1,0 +1,67 @@
+"""What a tenant's runs find as tools: the process's tools with the tenant's own (its MCP
+servers'), and, for one run, the services those tools reach (its secrets, files, todo list and
+network allow-list)."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from app.governance.tenants import Tenant
+from app.resources.files import FileLibrary
+from app.resources.mcp import McpServers
+from app.resources.secrets import SecretVault
+from app.resources.todos import TodoLists
+from app.tools.registry import ToolRegistry
+from app.tools.services import NetworkPolicy, ToolServices
+
+
+@dataclass(frozen=True, slots=True)
+class TenantTools:
+    """One tenant's tools (`registry`) and where its HTTP tools may go (`network`: its
+    allow-list with the operator's)."""
+
+    tenant_id: str
+    registry: ToolRegistry
+    network: NetworkPolicy
+    toolbox: "Toolbox"
+
+    async def services(self, task_id: UUID, file_ids: Sequence[str] = ()) -> ToolServices:
+        """The services of one run of this tenant: `file_ids` are the files given to it."""
+        box = self.toolbox
+        return ToolServices(
+            secrets=None if box.secrets is None else await box.secrets.resolver(self.tenant_id),
+            files=None if box.files is None else box.files.access(self.tenant_id, file_ids),
+            todos=None if box.todos is None else box.todos.for_task(self.tenant_id, task_id),
+            network=self.network,
+        )
+
+
+class Toolbox:
+    """Every tenant's tools and services; each part is optional (a process without a database
+    has none of them)."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        network: NetworkPolicy | None = None,
+        secrets: SecretVault | None = None,
+        files: FileLibrary | None = None,
+        todos: TodoLists | None = None,
+        mcp: McpServers | None = None,
+    ) -> None:
+        self.registry = registry
+        self.network = network or NetworkPolicy()
+        self.secrets = secrets
+        self.files = files
+        self.todos = todos
+        self.mcp = mcp
+
+    async def for_tenant(self, tenant: Tenant) -> TenantTools:
+        own = [] if self.mcp is None else await self.mcp.tools_for(tenant.id)
+        registry = self.registry.extended(own) if own else self.registry
+        return TenantTools(tenant.id, registry, self.network_of(tenant), self)
+
+    def network_of(self, tenant: Tenant) -> NetworkPolicy:
+        allowed = tenant.record.network_allow
+        return self.network.merged(NetworkPolicy.of(allowed)) if allowed else self.network

@@ -1,0 +1,89 @@
+"""Secret values kept out of log lines: a `SecretMasker` learns every value the process opens,
+and a logging filter on the handlers masks them in each record before it is written."""
+
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterable
+
+# Values remembered at most; past it the oldest are forgotten first (a process holds far
+# fewer: the secrets of the tenants it ran for, their former values included).
+MAX_VALUES = 10_000
+
+
+class SecretMasker:
+    """Replaces every known secret value in a text with `mask`, in plain form and as JSON
+    escapes it. Values shorter than `min_chars` are not masked inside other text (they would
+    mask every "a"). Safe to use from any thread: logging may run in several."""
+
+    def __init__(self, mask: str, *, min_chars: int) -> None:
+        self.mask = mask
+        self._min_chars = min_chars
+        self._values: dict[str, None] = {}  # insertion-ordered: oldest first
+        self._pattern: re.Pattern[str] | None = None
+        self._lock = threading.Lock()
+
+    def learn(self, values: Iterable[str]) -> None:
+        """Remembers `values` (every form a log line could hold them in)."""
+        with self._lock:
+            before = len(self._values)
+            for value in values:
+                if len(value) < self._min_chars:
+                    continue
+                for form in (value, json.dumps(value, ensure_ascii=False)[1:-1]):
+                    self._values.pop(form, None)
+                    self._values[form] = None
+            if len(self._values) == before:
+                return
+            while len(self._values) > MAX_VALUES:
+                del self._values[next(iter(self._values))]
+            # Longest first, so that a value containing another is masked whole.
+            forms = sorted(self._values, key=len, reverse=True)
+            self._pattern = re.compile("|".join(re.escape(form) for form in forms))
+
+    def __call__(self, text: str) -> str:
+        pattern = self._pattern
+        return text if pattern is None else pattern.sub(self.mask, text)
+
+
+class MaskingFilter(logging.Filter):
+    """Masks a record's message (with its arguments, formatted here), exception text and
+    stack: whatever a handler would write. Never drops a record."""
+
+    def __init__(self, masker: SecretMasker) -> None:
+        super().__init__()
+        self._masker = masker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        mask = self._masker
+        try:
+            message = record.getMessage()
+        except Exception:  # arguments that do not format: logging reports that itself
+            return True
+        record.msg, record.args = mask(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = mask(record.exc_text)
+        if record.stack_info:
+            record.stack_info = mask(record.stack_info)
+        return True
+
+
+def install_log_masking(
+    masker: SecretMasker, loggers: Iterable[str] = ("", "uvicorn", "uvicorn.access")
+) -> Callable[[], None]:
+    """Adds a `MaskingFilter` to every handler of `loggers` (the root logger and uvicorn's,
+    which do not propagate to it), as configured when it is called: call it once logging is
+    set up. Returns what removes them again."""
+    masking = MaskingFilter(masker)
+    handlers = {handler for name in loggers for handler in logging.getLogger(name).handlers}
+    for handler in handlers:
+        handler.addFilter(masking)
+
+    def uninstall() -> None:
+        for handler in handlers:
+            handler.removeFilter(masking)
+
+    return uninstall

@@ -1,0 +1,150 @@
+"""An MCP server's tool through the whole executor: steps recorded as for any tool, the
+server's error answers and its absence as failed results, its progress as the call's progress
+reports between the call's step and its result."""
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from app.chain import ErrorCode, ToolType
+from app.tools.executor import ToolExecutor
+from app.tools.mcp import McpConnection, McpTool, McpToolSpec, discover, named
+from app.tools.models import ToolProgress
+from app.tools.registry import ToolRegistry
+from app.tools.services import NetworkPolicy
+from tests.factories import context_for, new_chain
+from tests.fakes.mcp_server import FakeMcpServer
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[FakeMcpServer]:
+    async with FakeMcpServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def connection(server: FakeMcpServer) -> AsyncIterator[McpConnection]:
+    async def headers() -> dict[str, str]:
+        return {"Authorization": "Bearer not-the-token"}
+
+    connection = McpConnection(
+        server.url,
+        server="fake",
+        headers=headers,
+        network=NetworkPolicy.of(["127.0.0.1/32"]),
+        timeout_s=10,
+    )
+    yield connection
+    await connection.aclose()
+
+
+async def executor_for(connection: McpConnection) -> ToolExecutor:
+    found = discover("fake", await connection.list_tools())
+    tools, _ = named("fake", found.tools)
+    return ToolExecutor(
+        ToolRegistry([McpTool(connection, name, spec, timeout_s=10) for name, spec in tools])
+    )
+
+
+async def test_a_call_is_recorded_as_any_tool_call(
+    server: FakeMcpServer, connection: McpConnection
+) -> None:
+    executor = await executor_for(connection)
+    chain = new_chain()
+
+    result = await executor.execute(chain, context_for(chain), "fake__add", {"a": 2, "b": 3})
+
+    assert result.success
+    assert result.value == "5"
+    assert result.call_step.tool_call is not None
+    assert result.call_step.tool_call.tool_type is ToolType.MCP
+    assert result.call_step.tool_call.arguments == {"a": 2, "b": 3}
+    assert server.calls_of("add")[0].arguments == {"a": 2, "b": 3}
+
+
+async def test_arguments_are_checked_against_the_servers_schema_before_it_is_called(
+    server: FakeMcpServer, connection: McpConnection
+) -> None:
+    executor = await executor_for(connection)
+    chain = new_chain()
+
+    result = await executor.execute(chain, context_for(chain), "fake__add", {"a": "two"})
+
+    assert result.error_code is ErrorCode.INVALID_ARGUMENTS
+    assert server.calls == []
+
+
+async def test_an_error_answer_is_a_failed_result_with_the_servers_words(
+    connection: McpConnection,
+) -> None:
+    executor = await executor_for(connection)
+    chain = new_chain()
+
+    result = await executor.execute(chain, context_for(chain), "fake__whoami", {})
+
+    assert not result.success
+    assert result.error_code is ErrorCode.TOOL_ERROR
+    assert result.error == (
+        "'whoami' of MCP server 'fake' answered an error: "
+        "401 unauthorized: 'Bearer not-the-token' is not a token it knows"
+    )
+
+
+async def test_a_server_that_is_gone_is_a_failed_result_not_an_exception(
+    server: FakeMcpServer, connection: McpConnection
+) -> None:
+    executor = await executor_for(connection)
+    await server.stop()
+    chain = new_chain()
+
+    result = await executor.execute(chain, context_for(chain), "fake__add", {"a": 1, "b": 1})
+
+    assert result.error_code is ErrorCode.TOOL_UNAVAILABLE
+    assert result.error is not None
+    assert "is unavailable" in result.error
+
+
+async def test_progress_comes_between_the_call_and_its_result(connection: McpConnection) -> None:
+    executor = await executor_for(connection)
+    chain = new_chain()
+    reports: list[tuple[ToolProgress, int]] = []
+    context = context_for(
+        chain, on_progress=lambda report: reports.append((report, len(chain.steps)))
+    )
+
+    result = await executor.execute(chain, context, "fake__slow_count", {"n": 3})
+
+    assert result.success
+    assert result.value == "counted to 3"
+    assert [(r.message, r.fraction) for r, _ in reports] == [
+        ("counted 1", 1 / 3),
+        ("counted 2", 2 / 3),
+        ("counted 3", 1.0),
+    ]
+    assert all(report.call_step is result.call_step for report, _ in reports)
+    assert {steps for _, steps in reports} == {1}  # the call's step only: before its result
+
+
+async def _no_headers() -> dict[str, str]:
+    return {}
+
+
+def test_the_definition_carries_the_roles_and_the_servers_description() -> None:
+    spec = McpToolSpec("search", "Searches.", {"type": "object", "properties": {}})
+    connection = McpConnection(
+        "http://127.0.0.1:1/mcp",
+        server="docs",
+        headers=_no_headers,
+        network=NetworkPolicy(),
+        timeout_s=7,
+    )
+
+    definition = McpTool(
+        connection, "docs__search", spec, required_roles=("ops",), timeout_s=7
+    ).definition
+
+    assert definition.name == "docs__search"
+    assert definition.type is ToolType.MCP
+    assert definition.description == "Searches."
+    assert definition.permissions.required_roles == ("ops",)
+    assert definition.parameters == spec.parameters
