@@ -29,11 +29,10 @@ from app.chain import (
 )
 from app.config import InsecureSettings, Settings
 from app.llm import ModelConfigError
+from app.resources.toolbox import process_tools
 from app.security import mint_token
-from app.tools.base import BaseTool
-from app.tools.builtin import builtin_tools
 from app.tools.models import OutputDelta
-from app.tools.plugins import PluginError, load_plugin_tools
+from app.tools.plugins import PluginError
 
 if TYPE_CHECKING:
     from app.runs.agents import ResolvedAgent
@@ -96,12 +95,13 @@ def _configured(args: argparse.Namespace) -> tuple[Settings, AgentRuntime | None
                 update={key: value for key, value in overrides.items() if value}
             )
             # `models` needs no tools: a broken plugin must not hide the model list.
-            tools = None if command == "models" else _tools(settings)
+            tools = None if command == "models" else process_tools(settings)
             runtime = AgentRuntime.build(
                 runtime_settings, tools=tools, mode=getattr(args, "mode", "auto")
             )
         if command == "chat" and getattr(args, "server", None) is None:
-            _tools(settings)  # the local service loads them: a broken plugin fails here first
+            # The local service loads them: a broken plugin fails here first.
+            process_tools(settings)
         # In development these write the generated secret: only once the rest is known good.
         if command == "serve":
             settings.hs256_secret()
@@ -118,17 +118,6 @@ def _configured(args: argparse.Namespace) -> tuple[Settings, AgentRuntime | None
     except (InsecureSettings, ModelConfigError, PluginError) as exc:
         raise ConfigurationError(" ".join(str(exc).split())) from None
     return settings, runtime
-
-
-def _tools(settings: Settings) -> list[BaseTool]:
-    """The built-in tools and every plugin's (`omniforge.tools` entry points and
-    OMNIFORGE_TOOL_MODULES)."""
-    tools = builtin_tools(
-        fetch_max_bytes=settings.fetch_max_bytes,
-        fetch_timeout_s=settings.fetch_timeout_s,
-        fetch_user_agent=settings.fetch_user_agent,
-    )
-    return [*tools, *load_plugin_tools(settings.tool_modules)]
 
 
 def _problems(exc: ValidationError) -> str:

@@ -32,15 +32,13 @@ from app.resources.files import FileLibrary
 from app.resources.mcp import McpServers
 from app.resources.secrets import SecretVault
 from app.resources.todos import TodoLists
-from app.resources.toolbox import Toolbox
+from app.resources.toolbox import Toolbox, process_tools
 from app.runs import RunManager
 from app.security import TokenVerifier
 from app.security.log_masking import install_log_masking
 from app.storage import Database, current_revision, head_revision
 from app.storage.run_log import RunLog
 from app.tools.base import BaseTool
-from app.tools.builtin import builtin_tools
-from app.tools.plugins import load_plugin_tools
 from app.tools.services import NetworkPolicy
 
 logger = logging.getLogger(__name__)
@@ -63,17 +61,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             audit_flush_s=settings.audit_flush_s,
             limits=limits,
         )
-        builtins = builtin_tools(
-            fetch_max_bytes=settings.fetch_max_bytes,
-            fetch_timeout_s=settings.fetch_timeout_s,
-            fetch_user_agent=settings.fetch_user_agent,
-        )
-        tools: list[BaseTool] = [*builtins, *app.state.extra_tools]
-        # Operators' own tools: entry points and OMNIFORGE_TOOL_MODULES; a broken one stops
-        # the start here, named.
-        tools += load_plugin_tools(
-            settings.tool_modules, reserved=[tool.definition.name for tool in tools]
-        )
+        # A plugin that cannot be loaded stops the start here, named.
+        tools = process_tools(settings, app.state.extra_tools)
         runtime = AgentRuntime.build(
             RuntimeSettings.model_validate(settings), tools=tools, recorder=runs
         )

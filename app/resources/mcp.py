@@ -7,6 +7,7 @@ import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -17,7 +18,7 @@ from app.tools.errors import ToolError
 from app.tools.mcp import Health, McpConnection, McpTool, McpToolSpec, discover, named
 from app.tools.mcp.session import HeaderSource
 from app.tools.registry import RegisteredTool
-from app.tools.services import NetworkPolicy
+from app.tools.services import NetworkPolicy, resolve_headers
 
 logger = logging.getLogger(__name__)
 
@@ -218,16 +219,8 @@ class McpServers:
         secrets, tenant_id, headers = self._secrets, record.tenant_id, dict(record.headers)
 
         async def resolve() -> dict[str, str]:
-            resolved: dict[str, str] = {}
-            for name, value in headers.items():
-                if isinstance(value, dict):
-                    if secrets is None:
-                        raise ToolError("secrets are not available here (no vault behind it)")
-                    secret = await secrets.value(tenant_id, str(value["secret"]))
-                    resolved[name] = str(value.get("prefix", "")) + secret
-                else:
-                    resolved[name] = str(value)
-            return resolved
+            lookup = None if secrets is None else partial(secrets.value, tenant_id)
+            return await resolve_headers(headers, lookup)
 
         return resolve
 

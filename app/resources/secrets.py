@@ -49,13 +49,14 @@ class TenantSecrets:
 
     def __init__(self, opened: OpenedSecrets) -> None:
         self._opened = opened
-        self._values = tuple(opened.values.values())
+        self._masker = SecretMasker(MASK, min_chars=MIN_MASKED_CHARS)
+        self._masker.learn(opened.values.values())
 
     async def resolve(self, name: str) -> str:
         return value_of(self._opened, name)
 
-    def values(self) -> Sequence[str]:
-        return self._values
+    def mask(self, text: str) -> str:
+        return self._masker(text)
 
 
 def value_of(opened: OpenedSecrets, name: str) -> str:
@@ -91,7 +92,7 @@ class SecretVault:
         self._database = database
         self._ttl_s = ttl_s
         self._clock = clock
-        self._cache: dict[str, tuple[float, OpenedSecrets]] = {}
+        self._cache: dict[str, tuple[float, TenantSecrets]] = {}
         # Bumped by each change: a read that began before it is not cached after it.
         self._generation: dict[str, int] = {}
 
@@ -114,14 +115,15 @@ class SecretVault:
             self.masker.learn([value])
 
     async def resolver(self, tenant_id: str) -> SecretResolver:
-        return TenantSecrets(await self.opened(tenant_id))
+        return await self._secrets_of(tenant_id)
 
     async def value(self, tenant_id: str, name: str) -> str:
         """One secret's value (MCP servers' headers); `ToolError` with `secret_not_found`
         if the tenant has none of that name."""
-        return value_of(await self.opened(tenant_id), name)
+        return await (await self._secrets_of(tenant_id)).resolve(name)
 
-    async def opened(self, tenant_id: str) -> OpenedSecrets:
+    async def _secrets_of(self, tenant_id: str) -> "TenantSecrets":
+        """The tenant's secrets, opened (and their masker compiled) once per cache period."""
         now = self._clock()
         cached = self._cache.get(tenant_id)
         if cached is not None and cached[0] > now:
@@ -131,11 +133,12 @@ class SecretVault:
             records = await SecretRepository(connection, tenant_id).all()
         opened = self._open(records)
         self.masker.learn(opened.values.values())
+        secrets = TenantSecrets(opened)
         if self._ttl_s > 0 and self._generation.get(tenant_id, 0) == generation:
             if len(self._cache) >= MAX_CACHED_TENANTS:
                 self._cache.clear()
-            self._cache[tenant_id] = (now + self._ttl_s, opened)
-        return opened
+            self._cache[tenant_id] = (now + self._ttl_s, secrets)
+        return secrets
 
     async def rotate(self, *, batch_size: int = 100) -> Rotation:
         """Seals every secret not sealed under the sealing key again under it, `batch_size`

@@ -6,13 +6,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
+from app.config import Settings
 from app.governance.tenants import Tenant
 from app.resources.files import FileLibrary
 from app.resources.mcp import McpServers
 from app.resources.secrets import SecretVault
 from app.resources.todos import TodoLists
+from app.tools.base import BaseTool
+from app.tools.builtin import builtin_tools
+from app.tools.plugins import load_plugin_tools
 from app.tools.registry import ToolRegistry
 from app.tools.services import NetworkPolicy, ToolServices
+
+
+def process_tools(settings: Settings, extra: Sequence[BaseTool] = ()) -> list[BaseTool]:
+    """The tools a process offers every tenant: the built-in ones (the HTTP tools with the
+    settings' limits), `extra`, then plugins' (`omniforge.tools` entry points and
+    OMNIFORGE_TOOL_MODULES; `PluginError` names one that cannot be loaded)."""
+    tools = [
+        *builtin_tools(
+            fetch_max_bytes=settings.fetch_max_bytes,
+            fetch_timeout_s=settings.fetch_timeout_s,
+            fetch_user_agent=settings.fetch_user_agent,
+        ),
+        *extra,
+    ]
+    reserved = [tool.definition.name for tool in tools]
+    return [*tools, *load_plugin_tools(settings.tool_modules, reserved=reserved)]
 
 
 @dataclass(frozen=True, slots=True)

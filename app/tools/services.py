@@ -4,8 +4,7 @@ service (tests, the bare runtime) gives a tool none of them, and the tool then f
 clear message instead of reaching anything unscoped."""
 
 import ipaddress
-import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
@@ -20,12 +19,12 @@ MIN_MASKED_CHARS = 4
 
 class SecretResolver(Protocol):
     """The run's tenant's secrets by name. `resolve` raises `ToolError` with
-    `secret_not_found` for a name the tenant has not set; `values` are every value a tool of
-    this run may come to hold, for masking."""
+    `secret_not_found` for a name the tenant has not set; `mask` replaces in a text every
+    value a tool of this run may come to hold (plain and as JSON escapes it) by `MASK`."""
 
     async def resolve(self, name: str) -> str: ...
 
-    def values(self) -> Sequence[str]: ...
+    def mask(self, text: str) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,19 +141,8 @@ class ToolServices:
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
 
     def redact(self, text: str) -> str:
-        """`text` with every secret value this run may hold replaced by a mask, in plain
-        form and as JSON would escape it."""
-        if self.secrets is None:
-            return text
-        for value in self.secrets.values():
-            if len(value) < MIN_MASKED_CHARS:
-                continue
-            if value in text:
-                text = text.replace(value, MASK)
-            escaped = json.dumps(value, ensure_ascii=False)[1:-1]
-            if escaped != value and escaped in text:
-                text = text.replace(escaped, MASK)
-        return text
+        """`text` with every secret value this run may hold masked."""
+        return text if self.secrets is None else self.secrets.mask(text)
 
 
 NO_SERVICES = ToolServices()
@@ -169,17 +157,23 @@ def require(service: T | None, what: str) -> T:
     return service
 
 
-async def resolve_secrets(value: Any, secrets: SecretResolver | None) -> Any:
-    """`value` with every `{"secret": NAME}` object in it (at any depth) replaced by the
-    secret's value."""
-    if isinstance(value, dict):
-        if set(value) == {"secret"} and isinstance(value["secret"], str):
-            resolver = require(secrets, "secrets")
-            return await resolver.resolve(value["secret"])
-        return {key: await resolve_secrets(item, secrets) for key, item in value.items()}
-    if isinstance(value, list):
-        return [await resolve_secrets(item, secrets) for item in value]
-    return value
+SecretLookup = Callable[[str], Awaitable[str]]
+
+
+async def resolve_headers(
+    headers: Mapping[str, Any], lookup: SecretLookup | None
+) -> dict[str, str]:
+    """Headers as they are sent: text as is, each `{"secret": NAME, "prefix": TEXT}` (prefix
+    optional) as the prefix followed by the tenant's secret NAME, found by `lookup`
+    (`secret_not_found` for a name the tenant has not set)."""
+    resolved: dict[str, str] = {}
+    for name, value in headers.items():
+        if isinstance(value, Mapping):
+            find = require(lookup, "secrets")
+            resolved[name] = str(value.get("prefix", "")) + await find(str(value["secret"]))
+        else:
+            resolved[name] = str(value)
+    return resolved
 
 
 def not_found(what: str) -> ToolError:

@@ -34,7 +34,7 @@ from app.tools.net import (
     readable,
     system_resolver,
 )
-from app.tools.services import NetworkPolicy, resolve_secrets
+from app.tools.services import NetworkPolicy, resolve_headers
 
 WEB_FETCH = "web_fetch"
 HTTP_REQUEST = "http_request"
@@ -338,14 +338,7 @@ class HttpRequestTool(_WebTool):
 async def _resolved_headers(given: Mapping[str, Any], context: ToolCallContext) -> dict[str, str]:
     """The headers with each `{"secret": NAME, "prefix": …}` replaced by prefix + value."""
     secrets = context.services.secrets if context.services else None
-    headers: dict[str, str] = {}
-    for name, value in given.items():
-        if isinstance(value, dict):
-            secret = await resolve_secrets({"secret": value["secret"]}, secrets)
-            headers[name] = str(value.get("prefix", "")) + str(secret)
-        else:
-            headers[name] = str(value)
-    return headers
+    return await resolve_headers(given, None if secrets is None else secrets.resolve)
 
 
 def _check_header_values(headers: Mapping[str, str]) -> None:

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from app.chain import ErrorCode
+from app.resources.secrets import OpenedSecrets, TenantSecrets
 from app.tools.errors import ToolError
 from app.tools.models import ToolCallContext
 from app.tools.net import IPAddress
@@ -100,21 +100,6 @@ class ScriptedResolver:
         return [ipaddress.ip_address(address) for address in answer]
 
 
-class Secrets:
-    """A tenant's secrets held in memory: the `SecretResolver` interface, nothing stored."""
-
-    def __init__(self, values: Mapping[str, str]) -> None:
-        self._values = dict(values)
-
-    async def resolve(self, name: str) -> str:
-        if name not in self._values:
-            raise ToolError(f"no secret named {name!r}", error_code=ErrorCode.SECRET_NOT_FOUND)
-        return self._values[name]
-
-    def values(self) -> list[str]:
-        return list(self._values.values())
-
-
 def context(
     allow: Iterable[str] = (),
     *,
@@ -124,7 +109,10 @@ def context(
     """A call context whose run may reach what `allow` lists (hosts or CIDRs)."""
     given = (
         ToolServices(
-            secrets=Secrets(secrets) if secrets is not None else None,
+            # The run's secrets as the vault gives them, without a database behind them.
+            secrets=TenantSecrets(OpenedSecrets(dict(secrets), {}))
+            if secrets is not None
+            else None,
             network=NetworkPolicy.of(allow),
         )
         if services
