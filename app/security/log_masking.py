@@ -5,7 +5,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 # Values remembered at most; past it the oldest are forgotten first (a process holds far
 # fewer: the secrets of the tenants it ran for, their former values included).
@@ -57,11 +57,14 @@ class MaskingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         mask = self._masker
-        try:
-            message = record.getMessage()
-        except Exception:  # arguments that do not format: logging reports that itself
-            return True
-        record.msg, record.args = mask(message), None
+        # Message and arguments are masked apart, not formatted here: some formatters read the
+        # arguments themselves (uvicorn's access log unpacks them).
+        if isinstance(record.msg, str):
+            record.msg = mask(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(self._argument(arg) for arg in record.args)
+        elif isinstance(record.args, Mapping):
+            record.args = {key: self._argument(arg) for key, arg in record.args.items()}
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
@@ -69,6 +72,35 @@ class MaskingFilter(logging.Filter):
         if record.stack_info:
             record.stack_info = mask(record.stack_info)
         return True
+
+    def _argument(self, value: object) -> object:
+        """An argument with secrets masked, formatting as it would have (`%d` numbers stay
+        numbers; `%s` and `%r` of anything else show its text or repr masked)."""
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, str):
+            return self._masker(value)
+        text, shown = str(value), repr(value)
+        masked_text, masked_shown = self._masker(text), self._masker(shown)
+        if masked_text == text and masked_shown == shown:
+            return value
+        return _Masked(masked_text, masked_shown)
+
+
+class _Masked:
+    """What an argument holding a secret is logged as: its text and repr, masked."""
+
+    __slots__ = ("_repr", "_text")
+
+    def __init__(self, text: str, shown: str) -> None:
+        self._text = text
+        self._repr = shown
+
+    def __str__(self) -> str:
+        return self._text
+
+    def __repr__(self) -> str:
+        return self._repr
 
 
 def install_log_masking(

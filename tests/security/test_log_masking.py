@@ -104,3 +104,31 @@ def test_uninstalling_leaves_the_handlers_as_they_were(masker: SecretMasker) -> 
         logging.getLogger().removeHandler(handler)
     assert handler.filters == []
     assert out.getvalue() == f"{TOKEN}\n"
+
+
+def test_formatters_that_read_the_arguments_still_get_them_masked(masker: SecretMasker) -> None:
+    """uvicorn's access formatter unpacks `record.args` itself: the filter keeps them, masked."""
+    from uvicorn.logging import AccessFormatter
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s'))
+    access = logging.getLogger("uvicorn.access")
+    level = access.level
+    access.setLevel(logging.INFO)
+    access.addHandler(handler)
+    uninstall = install_log_masking(masker, loggers=("uvicorn.access",))
+    try:
+        access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5000", "GET", f"/x?t={TOKEN}", "1.1", 200)
+    finally:
+        uninstall()
+        access.removeHandler(handler)
+        access.setLevel(level)
+    assert out.getvalue() == '127.0.0.1:5000 - "GET /x?t=[secret] HTTP/1.1" 200 OK\n'
+
+
+def test_arguments_of_any_type_are_masked_and_numbers_keep_their_format(
+    written: io.StringIO,
+) -> None:
+    logging.getLogger("app.test").warning("%d calls failed: %s", 3, ValueError(f"bad {TOKEN}"))
+    assert written.getvalue() == "WARNING 3 calls failed: bad [secret]\n"
