@@ -88,7 +88,8 @@ async def test_a_cancel_that_loses_the_race_to_the_runs_end_says_so(
     """The run has reached its end, not yet stored, when the cancel comes: the cancel does not
     pretend to have stopped it (the route answers 409 `task-finished` for it)."""
     state = service.state
-    service.fake_llm.script(MODEL, Reply.text("done before the cancel"))
+    answer = asyncio.Event()  # the model answers only once the writer is held back
+    service.fake_llm.script(MODEL, Reply.text("done before the cancel", gate=answer))
     async with service.client(tenant) as client:
         task_id = UUID((await submit(client))["task_id"])
     async with state.database.read() as connection:
@@ -101,6 +102,7 @@ async def test_a_cancel_that_loses_the_race_to_the_runs_end_says_so(
     async with state.database.transaction() as blocking:
         if not state.database.is_sqlite:
             await blocking.execute(text("LOCK TABLE task_events IN EXCLUSIVE MODE"))
+        answer.set()
         await run.wait()  # the run has ended; its end waits for the writer
         cancelling = asyncio.ensure_future(state.runs.cancel(task, "cancelled by alice"))
     stopped = await cancelling
