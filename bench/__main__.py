@@ -13,7 +13,6 @@ from bench import (
     gateway_latency,
     guard_overhead,
     input_check,
-    mcp_call,
     output_delta,
     service_chain_read,
     service_live_chains,
@@ -21,7 +20,6 @@ from bench import (
     service_suite,
     service_throughput,
     step_overhead,
-    web_fetch,
 )
 
 STEP_TARGET_MS = 0.5
@@ -81,6 +79,8 @@ def main() -> None:
 
 
 def _web(runs: int) -> None:
+    from bench import web_fetch  # its HTTP stack would weigh on every other figure's heap
+
     r = web_fetch.run(runs=runs)
     print(
         f"\nweb_fetch of a {r.page_bytes / 2**20:g} MiB HTML page from a loopback server"
@@ -100,6 +100,8 @@ def _web(runs: int) -> None:
 
 
 def _mcp(samples: int) -> None:
+    from bench import mcp_call  # the MCP SDK would weigh on every other figure's heap
+
     r = mcp_call.run(samples=samples)
     added = r.added(50)
     print(
