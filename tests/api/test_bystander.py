@@ -35,6 +35,13 @@ async def _submit_to_done(client: httpx.AsyncClient) -> float:
     return elapsed
 
 
+async def _until_done(client: httpx.AsyncClient, task_id: str) -> None:
+    """Reads the task's stream to its end (204 once it is over and stored)."""
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
+        assert response.status_code in (200, 204)
+        await response.aread()
+
+
 async def test_a_tenants_unstorable_data_does_not_slow_another_tenants_tasks(
     service: Service, tenant: str, other_tenant: str
 ) -> None:
@@ -52,15 +59,20 @@ async def test_a_tenants_unstorable_data_does_not_slow_another_tenants_tasks(
     # A task left unfinished leaves its stream open: fail then, rather than hang.
     async with asyncio.timeout(STALLED_S), bystander, attacker, forged_client:
         await _submit_to_done(bystander)  # warm: the first task pays one-off costs
-        alone = [await _submit_to_done(bystander) for _ in range(ROUNDS)]
         target = (await submit(attacker, input="anything"))["task_id"]
+        await _until_done(attacker, target)
+        alone: list[float] = []
         attacked: list[float] = []
         refusals: list[int] = []
         evil_tasks: list[str] = []
         for _ in range(ROUNDS):
-            # Each round, while the bystander's task runs: a task whose model replies with
-            # NUL and a lone surrogate, a stream opened with a NUL in the token's `sub`, and a
-            # task whose input holds a NUL.
+            # Rounds alone and under attack alternate, so that whatever else the machine does
+            # meanwhile weighs on both alike. A round alone starts once the attack before it
+            # is over.
+            alone.append(await _submit_to_done(bystander))
+            # While the bystander's task runs: a task whose model replies with NUL and a lone
+            # surrogate, a stream opened with a NUL in the token's `sub`, and a task whose
+            # input holds a NUL.
             evil_tasks.append((await submit(attacker, input="2 + 2?"))["task_id"])
             stream_open = asyncio.ensure_future(forged_client.get(f"/api/v1/tasks/{target}/events"))
             bad_input = asyncio.ensure_future(
@@ -72,10 +84,7 @@ async def test_a_tenants_unstorable_data_does_not_slow_another_tenants_tasks(
             )
             attacked.append(await _submit_to_done(bystander))
             refusals += [(await stream_open).status_code, (await bad_input).status_code]
-        for task_id in [target, *evil_tasks]:
-            async with attacker.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
-                assert response.status_code in (200, 204)
-                await response.aread()
+            await _until_done(attacker, evil_tasks[-1])
         finished = [(await attacker.get(f"/api/v1/tasks/{t}")).json() for t in evil_tasks]
 
     assert refusals == [401, 422] * ROUNDS
