@@ -21,8 +21,11 @@ from app.resources.toolbox import TenantTools
 from app.tools.models import TOOL_NAME_PATTERN
 
 MAX_INPUT_CHARS = 200_000
-MAX_ATTACHED_FILES = 20
 """What a task may give the model in all: its `input`, or its messages' text together."""
+MAX_ATTACHED_FILES = 20
+"""Files one task or conversation may be given in one request."""
+MAX_CONVERSATION_FILES = 50
+"""Files a conversation's turns may read in all (its own and those its turns added)."""
 MAX_METADATA_BYTES = 16_384
 MAX_METADATA_DEPTH = 8
 

@@ -41,6 +41,7 @@ class ConversationRepository(TenantScoped):
         agent_name: str,
         agent_version: int | None,
         metadata: dict[str, Any],
+        file_ids: Sequence[UUID] = (),
         at: datetime,
     ) -> ConversationRecord:
         values: dict[str, Any] = {
@@ -51,6 +52,7 @@ class ConversationRepository(TenantScoped):
             "agent_version": agent_version,
             "metadata": metadata,
             "turns": 0,
+            "file_ids": [str(file_id) for file_id in file_ids] or None,
             "created_at": at,
             "updated_at": at,
         }

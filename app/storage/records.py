@@ -5,7 +5,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.chain import Budget, ChainMetrics, ChainStatus, ErrorCode, TaskState
 
@@ -161,8 +161,14 @@ class ConversationRecord(_Record):
     agent_version: int | None
     metadata: dict[str, Any]
     turns: int
+    file_ids: list[UUID] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime
+
+    @field_validator("file_ids", mode="before")
+    @classmethod
+    def _no_files(cls, value: object) -> object:
+        return [] if value is None else value
 
     @property
     def agent_ref(self) -> str:

@@ -189,7 +189,7 @@ class RunLog:
         await connection.execute(
             update(conversations)
             .where(c.id == conversation_id, c.tenant_id == tenant_id)
-            .values(turns=turns + 1, updated_at=task["created_at"])
+            .values(turns=turns + 1, file_ids=task.get("file_ids"), updated_at=task["created_at"])
         )
         return int(turns) + 1
 

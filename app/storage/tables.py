@@ -134,6 +134,9 @@ conversations = Table(
     Column("agent_version", Integer),
     Column("metadata", JSONDocument, nullable=False),
     Column("turns", Integer, nullable=False),
+    # The files every turn may read (ids, as strings): those it started with and each
+    # turn's own; NULL: none.
+    Column("file_ids", JSONDocument),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Index("ix_conversations_tenant_created", "tenant_id", "created_at", "id"),

@@ -16,6 +16,7 @@ from app.api.conversations.schemas import (
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
+from app.api.tasks.service import attached_files
 from app.chain.models import utc_now
 from app.runs.agents import resolve_agent
 from app.runs.errors import NotFound
@@ -36,7 +37,9 @@ async def create_conversation(
 ) -> ConversationOut:
     """Its turns are tasks submitted with its `conversation_id`; each run starts from every
     earlier turn (inputs, tool calls and results, answers), rebuilt from their chains. An
-    unknown agent is 422, an archived one 409 `agent-archived`."""
+    unknown agent is 422, an archived one 409 `agent-archived`; `file_ids` naming no file of
+    the tenant are 422."""
+    files = await attached_files(state, caller, body.file_ids or [])
     async with state.database.transaction() as connection:
         agent = await resolve_agent(connection, caller.tenant_id, body.agent)
         pinned = body.agent is not None and "@" in body.agent
@@ -45,6 +48,7 @@ async def create_conversation(
             agent_name=agent.name,
             agent_version=agent.version if pinned else None,
             metadata=body.metadata,
+            file_ids=[attachment.file_id for attachment in files],
             at=utc_now(),
         )
     return ConversationOut.of(record)

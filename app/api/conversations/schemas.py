@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.api.tasks.schemas import stream_url
 from app.chain import ChainMetrics, ErrorCode, TaskState
 from app.chain.money import USD
-from app.runs.models import AgentRef, Metadata
+from app.runs.models import MAX_ATTACHED_FILES, MAX_CONVERSATION_FILES, AgentRef, Metadata
 from app.storage.records import ConversationRecord, TaskRecord
 
 
@@ -25,6 +25,12 @@ class ConversationCreate(BaseModel):
         "`name@N` (every turn runs version N). Default: the built-in `default` agent.",
     )
     metadata: Metadata = Field(default_factory=dict)
+    file_ids: list[UUID] | None = Field(
+        default=None,
+        max_length=MAX_ATTACHED_FILES,
+        description="Files of the tenant every turn may read; a turn's own `file_ids` join "
+        f"them for that turn and the later ones (at most {MAX_CONVERSATION_FILES} in all).",
+    )
 
 
 class Totals(BaseModel):
@@ -45,6 +51,10 @@ class ConversationOut(BaseModel):
     agent: str = Field(description="`name` (newest version at each turn) or `name@N`.")
     user_id: str
     metadata: dict[str, Any]
+    file_ids: list[UUID] = Field(
+        description="The files its next turn may read: those it started with and those its "
+        "turns were given (a deleted file drops out at the next turn)."
+    )
     turn_count: int
     created_at: datetime
     updated_at: datetime
@@ -56,6 +66,7 @@ class ConversationOut(BaseModel):
             agent=record.agent_ref,
             user_id=record.user_id,
             metadata=record.metadata,
+            file_ids=record.file_ids,
             turn_count=record.turns,
             created_at=record.created_at,
             updated_at=record.updated_at,

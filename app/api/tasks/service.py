@@ -1,6 +1,6 @@
 """Task operations on behalf of a caller, each within the caller's tenant."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from uuid import UUID
 
 from app.api.access import Caller
@@ -13,7 +13,7 @@ from app.runs.agents import parse_ref, resolve_agent
 from app.runs.channel import StreamItem
 from app.runs.errors import Forbidden, InvalidSubmission, NotFound, TaskAlreadyFinished
 from app.runs.manager import SubmittedTask, Turn
-from app.runs.models import Attachment, RunPolicy
+from app.runs.models import MAX_CONVERSATION_FILES, Attachment, RunPolicy
 from app.runs.streams import task_stream
 from app.security.rbac import Permission, cancels_any_task
 from app.storage.conversations import ConversationRepository
@@ -29,6 +29,7 @@ async def submit_task(state: AppState, caller: Caller, submission: TaskSubmissio
     version of it."""
     turn: Turn | None = None
     ref = submission.agent
+    conversation_files: list[UUID] = []
     async with state.database.read() as connection:
         if submission.conversation_id is not None:
             conversation = await ConversationRepository(connection, caller.tenant_id).get(
@@ -50,29 +51,45 @@ async def submit_task(state: AppState, caller: Caller, submission: TaskSubmissio
                     conversation.id, history.running, f"turn task {history.running} is running"
                 )
             turn = Turn(conversation.id, history.turns, history.messages)
+            conversation_files = conversation.file_ids
         agent = await resolve_agent(connection, caller.tenant_id, ref)
-    attachments = await _attachments(state, caller, submission.file_ids or [])
+    attachments = await attached_files(
+        state, caller, submission.file_ids or [], given=conversation_files
+    )
     return await state.runs.submit(
         caller.principal, submission, await run_policy(state, caller), agent, turn, attachments
     )
 
 
-async def _attachments(state: AppState, caller: Caller, file_ids: list[UUID]) -> list[Attachment]:
-    """The files a task names, each its tenant's (422 naming the field otherwise: another
-    tenant's file is as unknown as one that never existed)."""
-    if not file_ids:
+async def attached_files(
+    state: AppState, caller: Caller, file_ids: list[UUID], *, given: Sequence[UUID] = ()
+) -> list[Attachment]:
+    """The files a request names (`file_ids`, each its tenant's: 422 naming the field
+    otherwise, as another tenant's file is as unknown as one that never existed) after those
+    it was `given` before (a conversation's: any deleted since drop out)."""
+    wanted = list(dict.fromkeys([*given, *file_ids]))
+    if not wanted:
         return []
     library = state.toolbox.files
     records = (
         {}
         if library is None
-        else {record.id: record for record in await library.get_many(caller.tenant_id, file_ids)}
+        else {record.id: record for record in await library.get_many(caller.tenant_id, wanted)}
     )
     problems = [
         FieldError(f"file_ids.{index}", f"no file {file_id} in this tenant")
         for index, file_id in enumerate(file_ids)
         if file_id not in records
     ]
+    found = [file_id for file_id in wanted if file_id in records]
+    if len(found) > MAX_CONVERSATION_FILES:
+        problems.append(
+            FieldError(
+                "file_ids",
+                f"{len(found)} files in all with those given before; a conversation's turns "
+                f"may read at most {MAX_CONVERSATION_FILES}",
+            )
+        )
     if problems:
         raise InvalidSubmission(problems)
     return [
@@ -81,7 +98,7 @@ async def _attachments(state: AppState, caller: Caller, file_ids: list[UUID]) ->
             f"{file_id}: {records[file_id].name} ({records[file_id].media_type}, "
             f"{records[file_id].size_bytes} bytes)",
         )
-        for file_id in dict.fromkeys(file_ids)
+        for file_id in found
     ]
 
 
