@@ -465,6 +465,7 @@ def _list_models(runtime: AgentRuntime, *, as_json: bool) -> int:
                     "deployment": deployment.id,
                     "litellm_model": deployment.litellm_model,
                     "native_tools": deployment.supports_tools,
+                    "vision": deployment.supports_vision,
                     "input_cost_per_token": _price(price.input_cost_per_token if price else None),
                     "output_cost_per_token": _price(price.output_cost_per_token if price else None),
                     "fallbacks": gateway.fallbacks(name),

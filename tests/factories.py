@@ -35,6 +35,7 @@ def fake_deployment(
     timeout_s: float | None = None,
     deployment_id: str | None = None,
     max_input_tokens: int | None = None,
+    vision: bool | None = None,
 ) -> dict[str, Any]:
     """A model list entry served by the fake server as `upstream` (default: `model_name`).
     Prices are strings, as a YAML author writes them."""
@@ -56,6 +57,8 @@ def fake_deployment(
         info["supports_function_calling"] = native_tools
     if max_input_tokens is not None:
         info["max_input_tokens"] = max_input_tokens
+    if vision is not None:
+        info["supports_vision"] = vision
     return {"model_name": model_name, "litellm_params": params, "model_info": info}
 
 

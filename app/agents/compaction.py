@@ -9,11 +9,11 @@ A run's messages only ever grow at the end, so a compaction is remembered: the n
 the same summary in place of the same messages, and compacts again only when the rest grows
 past the threshold (the earlier summary is then folded into the new one)."""
 
-import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.agents.images import content_text
 from app.chain import ErrorCode
 from app.chain.errors import ChainAbort
 
@@ -155,7 +155,7 @@ def _calls_tools(message: Message) -> bool:
 def _render(message: Message) -> str:
     role = message.get("role", "?")
     content = message.get("content")
-    text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    text = content_text(content)
     if role == "tool":
         return f"Tool result: {text}"
     if _calls_tools(message):

@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from app.agents.compaction import COMPACTION, Compactor
+from app.agents.images import without_images
 from app.agents.models import AgentTask
 from app.chain import (
     ErrorCode,
@@ -246,7 +247,7 @@ class ReasoningEngine:
             LLM_TOOL_NAME,
             arguments,
             visibility=visibility,
-            recorded_arguments=self._compact(arguments, messages),
+            recorded_arguments=self._recorded(arguments, messages),
         )
         if messages is not None:
             self._last_conversation = (result.call_step.step_number, list(messages))
@@ -307,6 +308,19 @@ class ReasoningEngine:
             )
         except InvalidToolArguments:
             return None
+
+    def _recorded(
+        self, arguments: dict[str, Any], messages: list[dict[str, Any]] | None
+    ) -> dict[str, Any] | None:
+        """What the call's step records instead of `arguments`, if anything: the messages
+        the last call did not record, without the bytes of their images."""
+        compact = self._compact(arguments, messages)
+        recorded = arguments if compact is None else compact
+        shown = recorded.get("messages")
+        plain = None if not isinstance(shown, list) else without_images(shown)
+        if plain is not None:
+            return {**recorded, "messages": plain}
+        return compact
 
     def _compact(
         self, arguments: dict[str, Any], messages: list[dict[str, Any]] | None

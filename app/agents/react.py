@@ -8,6 +8,7 @@ from uuid import UUID
 from app.agents.base import AgentParts, CoTAgent, ToolCallingMode
 from app.agents.engine import LLMCallResult, ReasoningEngine
 from app.agents.history import as_text_history
+from app.agents.images import IMAGE_FOLLOWS, IMAGE_NOT_SHOWN, image_parts
 from app.agents.models import AgentTask
 from app.agents.on_limit import FinalCallReserve, limit_message
 from app.agents.output import InvalidResponseFormat, OutputCheck, OutputFormat
@@ -123,6 +124,7 @@ class ReActAgent(CoTAgent):
             system = f"{system}\n\n{output.instructions(text_format=False)}"
         messages = [{"role": "system", "content": system}, *task.history, *task.conversation()]
         run = self._run_state(engine, messages, output, response_format, text_format=False)
+        sees_images = self.gateway.supports_vision(engine.default_model)
         for _ in range(self.max_iterations):
             if await self._final_call_due(run, tools):
                 return
@@ -155,11 +157,21 @@ class ReActAgent(CoTAgent):
                     ],
                 }
             )
+            # A tool message holds text only: the images follow them, in one user message.
+            images: list[dict[str, Any]] = []
             for call, result in zip(calls, results, strict=True):
                 messages.append(
-                    {"role": "tool", "tool_call_id": call.id, "content": observation(result)}
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "content": observation(result, sees_images=sees_images),
+                    }
                 )
+                if sees_images:
+                    images.extend(image_parts(call.name, result))
                 _remember(run, result)
+            if images:
+                messages.append({"role": "user", "content": images})
         await self._out_of_iterations(run)
 
     async def _reason_text(self, task: AgentTask, engine: ReasoningEngine) -> None:
@@ -177,6 +189,7 @@ class ReActAgent(CoTAgent):
             *task.conversation(),
         ]
         run = self._run_state(engine, messages, output, None, text_format=True)
+        sees_images = self.gateway.supports_vision(engine.default_model)
         for _ in range(self.max_iterations):
             if await self._final_call_due(run, None):
                 return
@@ -201,7 +214,13 @@ class ReActAgent(CoTAgent):
                 parent_step_id=reply.step_id,
             )
             _remember(run, result)
-            messages.append({"role": "user", "content": f"Observation: {observation(result)}"})
+            said = f"Observation: {observation(result, sees_images=sees_images)}"
+            images = image_parts(step.action, result) if sees_images else []
+            messages.append(
+                {"role": "user", "content": [{"type": "text", "text": said}, *images]}
+                if images
+                else {"role": "user", "content": said}
+            )
         await self._out_of_iterations(run)
 
     def _output_format(self) -> OutputFormat | None:
@@ -369,13 +388,17 @@ def _remember(run: _Run, result: ToolResult) -> None:
         _remember_failure(run.failures, result)
 
 
-def observation(result: ToolResult) -> str:
-    """What the model is told of a tool result: the (possibly truncated) value, or the error."""
+def observation(result: ToolResult, *, sees_images: bool = False) -> str:
+    """What the model is told of a tool result: the (possibly truncated) value, or the error;
+    of the images it handed on, that they follow, or that this model cannot see them."""
     info = result.info
     if not info.success:
         return f"Error ({info.error_code}): {info.error}"
     value = info.result
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if result.images:
+        text = f"{text}\n{IMAGE_FOLLOWS if sees_images else IMAGE_NOT_SHOWN}"
+    return text
 
 
 def _remember_failure(failures: dict[str, ToolResult], result: ToolResult) -> None:

@@ -116,6 +116,12 @@ class LLMGateway:
         """True when every deployment of the model can take OpenAI-style tools."""
         return all(d.supports_tools for d in self.deployments(model))
 
+    def supports_vision(self, model: str) -> bool:
+        """True when every deployment that may answer the model (its fallbacks' too) takes
+        images in messages: an image sent to one that does not would fail the call."""
+        names = [model, *self.fallbacks(model)]
+        return all(d.supports_vision for name in names for d in self.deployments(name))
+
     def supports_response_schema(self, model: str) -> bool:
         """True when LiteLLM says every deployment that may answer the model (its fallbacks'
         too) takes a JSON Schema `response_format`."""

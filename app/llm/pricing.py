@@ -27,6 +27,9 @@ class Deployment:
     price: ModelPrice | None
     supports_tools: bool
     max_output_tokens: int | None
+    # Whether it takes images in messages (model list `model_info.supports_vision`, else
+    # LiteLLM's model map).
+    supports_vision: bool = False
     # The most prompt tokens it takes (model list `model_info.max_input_tokens`, else
     # LiteLLM's model map); None: not known.
     max_input_tokens: int | None = None
@@ -67,6 +70,9 @@ def resolve_deployment(config: DeploymentConfig, deployment_id: str) -> Deployme
     supports = config.model_info.get("supports_function_calling")
     if supports is None:
         supports = _supports_function_calling(litellm_model, provider)
+    vision = config.model_info.get("supports_vision")
+    if vision is None:
+        vision = _supports_vision(litellm_model, provider)
     max_output = config.model_info.get("max_output_tokens") or (entry or {}).get(
         "max_output_tokens"
     )
@@ -81,6 +87,7 @@ def resolve_deployment(config: DeploymentConfig, deployment_id: str) -> Deployme
         supports_tools=bool(supports),
         max_output_tokens=int(max_output) if max_output else None,
         max_input_tokens=int(max_input) if max_input else None,
+        supports_vision=bool(vision),
     )
 
 
@@ -110,4 +117,11 @@ def _supports_function_calling(model: str, provider: str) -> bool:
     try:
         return bool(litellm.supports_function_calling(model=model, custom_llm_provider=provider))
     except Exception:  # unknown model: assume plain chat
+        return False
+
+
+def _supports_vision(model: str, provider: str) -> bool:
+    try:
+        return bool(litellm.supports_vision(model=model, custom_llm_provider=provider))
+    except Exception:  # unknown model: assume text only
         return False

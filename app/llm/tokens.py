@@ -8,6 +8,7 @@ plus what the tools add, so both are cached.
 """
 
 import asyncio
+import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
@@ -16,6 +17,7 @@ from typing import Any
 from app.llm.litellm_env import litellm
 
 _REPLY_PRIMING = 3
+_LONG_KEY_CHARS = 4096
 # A message this long takes the tokenizer milliseconds (about 16 ms for 200,000 characters):
 # counted in a worker thread, so that other runs and requests go on meanwhile.
 LARGE_MESSAGE_CHARS = 16_000
@@ -92,13 +94,24 @@ def _count_message(model: str, message: dict[str, Any]) -> int:
 
 
 def _chars(message: dict[str, Any]) -> int:
-    """About how much text a message holds (its string values)."""
-    return sum(len(value) for value in message.values() if isinstance(value, str))
+    """About how much text a message holds (its string values, and those of its content's
+    parts: an image's data URL too, whose decoding counting it costs)."""
+    total = 0
+    for value in message.values():
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, list):
+            total += sum(len(json.dumps(part, default=str)) for part in value)
+    return total
 
 
 def _message_key(message: dict[str, Any]) -> Hashable:
-    """Plain messages key by their strings (whose hashes Python keeps); others by their JSON."""
+    """Plain messages key by their strings (whose hashes Python keeps); others by their JSON,
+    or its digest when long (an image's data URL is not kept for every entry)."""
     items = tuple(sorted(message.items()))
     if all(isinstance(value, str | None) for _, value in items):
         return items
-    return json.dumps(message, sort_keys=True, separators=(",", ":"), default=str)
+    document = json.dumps(message, sort_keys=True, separators=(",", ":"), default=str)
+    if len(document) <= _LONG_KEY_CHARS:
+        return document
+    return hashlib.blake2b(document.encode(), digest_size=32).digest()

@@ -336,7 +336,9 @@ class ToolExecutor:
                 parent_step_id=call.call_step.id,
             )
         )
-        return ToolResult(call.call_step, result_step, output.value if output else None)
+        if output is None:
+            return ToolResult(call.call_step, result_step)
+        return ToolResult(call.call_step, result_step, output.value, output.images)
 
     async def _settle(self, call: _Prepared, result: ToolResult) -> GuardRejection | None:
         """Hands usage to the recorder, then lets guards see the result."""

@@ -1,5 +1,6 @@
 """Tool definitions, call contexts and what a tool returns."""
 
+import base64
 import json
 import random
 from collections.abc import Callable
@@ -271,11 +272,32 @@ class ToolProgress:
     fraction: float | None = None
 
 
+MODEL_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""The image types models that take images accept (OpenAI's, Anthropic's and Gemini's)."""
+MAX_MODEL_IMAGE_BYTES = 3_750_000
+"""The largest image handed to a model as it is (Anthropic's limit, the strictest)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelImage:
+    """An image a tool hands to the model beside its value, for a model that takes images.
+    The value describes it; the image itself is not stored in the chain."""
+
+    media_type: str
+    data: bytes
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{base64.b64encode(self.data).decode('ascii')}"
+
+
 @dataclass(slots=True)
 class ToolOutput:
-    """What a successful `execute` returns: the value and, if the tool knows it, its usage."""
+    """What a successful `execute` returns: the value and, if the tool knows it, its usage;
+    `images` go to a model that takes images (and nowhere else)."""
 
     value: Any
+    images: tuple[ModelImage, ...] = ()
     model: str | None = None
     provider: str | None = None
     deployment: str | None = None

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from app.chain import ErrorCode, ReasoningStep, ToolResultInfo, VisibilityLevel
+from app.tools.models import ModelImage
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,11 +24,13 @@ class ToolInvocation:
 
 @dataclass(slots=True)
 class ToolResult:
-    """The outcome of one call: its two recorded steps and the full, untruncated value."""
+    """The outcome of one call: its two recorded steps, the full, untruncated value and the
+    images the tool handed on for a model that takes them (not recorded)."""
 
     call_step: ReasoningStep
     result_step: ReasoningStep
     value: Any = None
+    images: tuple[ModelImage, ...] = ()
 
     @property
     def info(self) -> ToolResultInfo:

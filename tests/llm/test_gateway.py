@@ -368,3 +368,26 @@ async def test_openai_models_go_through_the_sdk_only_when_asked(
     assert ("x-stainless-lang" in fake_llm.requests[0].headers) is openai_sdk
     assert response.content == "same answer"
     assert response.cost_usd == Decimal("0.000001") * 100 + Decimal("0.000002") * 10
+
+
+def test_a_model_takes_images_only_when_every_deployment_that_may_answer_does(
+    fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    gateway = gateway_for(
+        tmp_path,
+        [
+            fake_deployment(fake_llm, "sees", vision=True),
+            fake_deployment(fake_llm, "sees-falls-back", vision=True),
+            fake_deployment(fake_llm, "blind", vision=False),
+            # Not stated in the model list: LiteLLM's model map says (it knows gpt-4o).
+            fake_deployment(fake_llm, "mapped", upstream="gpt-4o"),
+            fake_deployment(fake_llm, "unknown"),
+        ],
+        fallbacks={"sees-falls-back": ["blind"]},
+    )
+
+    assert gateway.supports_vision("sees") is True
+    assert gateway.supports_vision("sees-falls-back") is False
+    assert gateway.supports_vision("blind") is False
+    assert gateway.supports_vision("mapped") is True
+    assert gateway.supports_vision("unknown") is False

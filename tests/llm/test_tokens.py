@@ -1,10 +1,14 @@
 """Prompt tokens counted message by message, cached, equal LiteLLM's count of the whole prompt."""
 
 import asyncio
+import base64
+import io
 import json
+import random
 from typing import Any
 
 import pytest
+from PIL import Image
 
 from app.llm.litellm_env import litellm
 from app.llm.tokens import PromptTokens
@@ -109,3 +113,34 @@ async def test_small_messages_are_counted_on_the_loop_without_a_thread_hop() -> 
 
     assert seen == [True]
     assert total == litellm.token_counter(model="gpt-4o", messages=[small])
+
+
+async def test_an_image_is_counted_off_the_loop_and_its_bytes_are_not_kept_as_a_key() -> None:
+    noise = Image.frombytes("RGB", (120, 120), random.Random(7).randbytes(120 * 120 * 3))
+    png = io.BytesIO()
+    noise.save(png, format="PNG")  # noise does not compress: about 43,000 bytes
+    data_url = "data:image/png;base64," + base64.b64encode(png.getvalue()).decode()
+    image = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "The image read_file returned:"},
+            {"type": "image_url", "image_url": {"url": data_url}},
+        ],
+    }
+    counter = PromptTokens()
+    counting = asyncio.ensure_future(counter.count_off_loop("gpt-4o", [image]))
+    seen: list[bool] = []
+
+    async def other_work() -> None:
+        seen.append(counting.done())
+
+    other = asyncio.ensure_future(other_work())
+    total = await counting
+    await other
+
+    assert seen == [False]
+    assert total == litellm.token_counter(model="gpt-4o", messages=[image])
+    [(_, key)] = list(counter._messages)
+    assert isinstance(key, bytes)
+    assert len(key) == 32
+    assert counter.count("gpt-4o", [image]) == total

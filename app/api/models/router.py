@@ -18,6 +18,9 @@ class DeploymentOut(BaseModel):
     input_cost_per_token: USD | None = Field(description="USD; null: unpriced.")
     output_cost_per_token: USD | None
     supports_tools: bool
+    supports_vision: bool = Field(
+        description="Takes images: tools' images (e.g. read_file's) are shown to it."
+    )
 
 
 class ModelOut(BaseModel):
@@ -52,6 +55,7 @@ async def list_models(caller: AnyCaller, state: State) -> ModelList:
                 input_cost_per_token=d.price.input_cost_per_token if d.price else None,
                 output_cost_per_token=d.price.output_cost_per_token if d.price else None,
                 supports_tools=d.supports_tools,
+                supports_vision=d.supports_vision,
             )
             for d in gateway.deployments(name)
         ]

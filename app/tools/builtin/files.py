@@ -3,7 +3,6 @@
 `not_found`, whatever its id."""
 
 import asyncio
-import base64
 import io
 import re
 from typing import Any
@@ -14,7 +13,10 @@ from app.chain import ErrorCode, ToolType
 from app.tools.base import BaseTool
 from app.tools.errors import FieldError, InvalidToolArguments, ToolError
 from app.tools.models import (
+    MAX_MODEL_IMAGE_BYTES,
+    MODEL_IMAGE_TYPES,
     NO_RETRY,
+    ModelImage,
     ToolCallContext,
     ToolDefinition,
     ToolOutput,
@@ -34,9 +36,7 @@ MAX_READ_CHARS = 50_000
 MAX_SNIPPET_CHARS = 400
 # Images go to a model as they are when it takes them so (type, side, size), else scaled down
 # to this side; past MAX_DECODE_PIXELS they are not decoded at all (metadata only).
-MODEL_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 MAX_IMAGE_SIDE = 1568
-MAX_IMAGE_BYTES = 3_750_000
 MAX_DECODE_PIXELS = 50_000_000
 
 _FILE_ID: dict[str, Any] = {
@@ -127,8 +127,8 @@ class ListFilesTool(BaseTool):
 
 
 class ReadFileTool(BaseTool):
-    """A file's text (a PDF's by page range), or an image: its metadata and the image itself
-    as a `data:` URL, for a model that takes images."""
+    """A file's text (a PDF's by page range), or an image: its metadata, and the image itself
+    for a model that takes images."""
 
     def __init__(self) -> None:
         self._definition = ToolDefinition(
@@ -163,8 +163,8 @@ class ReadFileTool(BaseTool):
                 "additionalProperties": False,
             },
             returns_description="The text (with where it starts and ends and next_start "
-            "when there is more), or for an image {type: image, media_type, width, height, "
-            "data_url}.",
+            "when there is more), or for an image {type: image, media_type, width, height} "
+            "followed, for a model that takes images, by the image itself.",
             timeout_s=30,
             retry=NO_RETRY,
             visibility=ToolVisibilityConfig(summary_template="Read {name}"),
@@ -180,8 +180,10 @@ class ReadFileTool(BaseTool):
         info = await files.info(file_id)
         if info.media_type.startswith("image/"):
             data = await files.content(file_id)
-            image = await asyncio.to_thread(image_for_model, data, info.media_type)
-            return ToolOutput(value={**_describe(info), **image})
+            value, image = await asyncio.to_thread(image_for_model, data, info.media_type)
+            return ToolOutput(
+                value={**_describe(info), **value}, images=() if image is None else (image,)
+            )
         text = await files.text(file_id)
         if text is None:
             return ToolOutput(
@@ -222,11 +224,11 @@ def _pages(text: str, wanted: str | None) -> tuple[str, str]:
     return body, f"{first}-{last}" if last != first else str(first)
 
 
-def image_for_model(data: bytes, media_type: str) -> dict[str, Any]:
-    """An image as a tool result a model that takes images can be given:
-    `{"type": "image", "media_type", "width", "height", "data_url"}`, scaled down to
-    `MAX_IMAGE_SIDE` (and re-encoded) unless a model takes it as it is. Past
-    `MAX_DECODE_PIXELS`, or undecodable, it has no `data_url` and a `note` says why."""
+def image_for_model(data: bytes, media_type: str) -> tuple[dict[str, Any], ModelImage | None]:
+    """An image's description (`{"type": "image", "width", "height"}`, and how it is passed
+    on) and the image a model that takes images is given: as it is when such a model takes it
+    so, else scaled down to `MAX_IMAGE_SIDE` and re-encoded. Past `MAX_DECODE_PIXELS`, or
+    undecodable, there is no image and a `note` says why."""
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size
@@ -234,30 +236,23 @@ def image_for_model(data: bytes, media_type: str) -> dict[str, Any]:
             if (
                 media_type in MODEL_IMAGE_TYPES
                 and max(width, height) <= MAX_IMAGE_SIDE
-                and len(data) <= MAX_IMAGE_BYTES
+                and len(data) <= MAX_MODEL_IMAGE_BYTES
             ):
-                return {**value, "media_type": media_type, "data_url": _data_url(media_type, data)}
+                image.load()  # a provider refuses (fails the call on) an image it cannot decode
+                return {**value, "image_type": media_type}, ModelImage(media_type, data)
             if width * height > MAX_DECODE_PIXELS:
-                return {**value, "note": "too large to pass on as an image"}
+                return {**value, "note": "too large to pass on as an image"}, None
             image.draft("RGB", (MAX_IMAGE_SIDE, MAX_IMAGE_SIDE))
             image.thumbnail((MAX_IMAGE_SIDE, MAX_IMAGE_SIDE))
             alpha = image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info
             converted = image.convert("RGBA" if alpha else "RGB")
     except (OSError, ValueError, Image.DecompressionBombError, Image.DecompressionBombWarning):
-        return {"type": "image", "note": "the image could not be decoded"}
+        return {"type": "image", "note": "the image could not be decoded"}, None
     out = io.BytesIO()
     scaled_type = "image/png" if alpha else "image/jpeg"
     converted.save(out, format="PNG" if alpha else "JPEG", **({} if alpha else {"quality": 85}))
-    return {
-        **value,
-        "media_type": scaled_type,
-        "scaled_to": [converted.width, converted.height],
-        "data_url": _data_url(scaled_type, out.getvalue()),
-    }
-
-
-def _data_url(media_type: str, data: bytes) -> str:
-    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+    scaled = {"image_type": scaled_type, "scaled_to": [converted.width, converted.height]}
+    return {**value, **scaled}, ModelImage(scaled_type, out.getvalue())
 
 
 class SearchFilesTool(BaseTool):

@@ -1,11 +1,14 @@
 """What an MCP tool's result becomes in a step: its text joined, its structured content as
-JSON, and what models cannot read in a step (images, audio, binary resources) as metadata."""
+JSON, and what models cannot read in a step (images, audio, binary resources) as metadata;
+its images are also handed on to a model that takes images."""
 
 import base64
 import binascii
 from typing import Any
 
 import mcp_types as types
+
+from app.tools.models import MAX_MODEL_IMAGE_BYTES, MODEL_IMAGE_TYPES, ModelImage
 
 
 def result_value(result: types.CallToolResult) -> Any:
@@ -63,6 +66,17 @@ def result_value(result: types.CallToolResult) -> Any:
     return parts
 
 
+def result_images(result: types.CallToolResult) -> tuple[ModelImage, ...]:
+    """The result's images of a type and size models take."""
+    images = []
+    for block in result.content:
+        if isinstance(block, types.ImageContent) and block.mime_type in MODEL_IMAGE_TYPES:
+            data = _decoded(block.data)
+            if data is not None and len(data) <= MAX_MODEL_IMAGE_BYTES:
+                images.append(ModelImage(block.mime_type, data))
+    return tuple(images)
+
+
 def error_text(result: types.CallToolResult) -> str:
     """What a result marked `isError` says."""
     texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
@@ -70,7 +84,12 @@ def error_text(result: types.CallToolResult) -> str:
 
 
 def _decoded_size(data: str) -> int | None:
+    decoded = _decoded(data)
+    return None if decoded is None else len(decoded)
+
+
+def _decoded(data: str) -> bytes | None:
     try:
-        return len(base64.b64decode(data, validate=True))
+        return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         return None

@@ -6,7 +6,7 @@ from app.chain import ToolType
 from app.tools.base import BaseTool
 from app.tools.errors import ToolError
 from app.tools.mcp.discovery import McpToolSpec
-from app.tools.mcp.results import error_text, result_value
+from app.tools.mcp.results import error_text, result_images, result_value
 from app.tools.mcp.session import McpConnection
 from app.tools.models import ToolCallContext, ToolDefinition, ToolOutput, ToolPermissions
 
@@ -50,4 +50,4 @@ class McpTool(BaseTool):
                 f"{self._remote!r} of MCP server {self._connection.server!r} answered an "
                 f"error: {error_text(result)}"
             )
-        return ToolOutput(result_value(result))
+        return ToolOutput(result_value(result), images=result_images(result))

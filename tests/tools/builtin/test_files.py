@@ -3,6 +3,7 @@ read (text, PDF pages, images) and search the run's tenant's files, and find no 
 
 import base64
 import io
+import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from uuid import uuid4
@@ -150,28 +151,44 @@ async def test_read_file_gives_a_small_image_as_it_is(library: FileLibrary) -> N
     tenant = _tenant()
     data = make_image(120, 80)
     record = await library.upload(tenant, "pic.png", data, by="a")
-    value = _value(await _call(library, tenant, "read_file", {"file_id": str(record.id)}))
+    result = await _call(library, tenant, "read_file", {"file_id": str(record.id)})
+    value = _value(result)
     assert (value["type"], value["media_type"], value["width"], value["height"]) == (
         "image",
         "image/png",
         120,
         80,
     )
-    prefix = "data:image/png;base64,"
-    assert value["data_url"].startswith(prefix)
-    assert base64.b64decode(value["data_url"][len(prefix) :]) == data
+    assert value["image_type"] == "image/png"
+    [image] = result.images
+    assert (image.media_type, image.data) == ("image/png", data)
+    assert base64.b64decode(image.data_url.removeprefix("data:image/png;base64,")) == data
+    # The recorded step describes the image; the image itself is not recorded.
+    assert "base64" not in json.dumps(result.info.result)
 
 
 async def test_read_file_scales_a_large_image_down_for_the_model(library: FileLibrary) -> None:
     tenant = _tenant()
     record = await library.upload(tenant, "wide.png", make_image(3000, 1000), by="a")
-    value = _value(await _call(library, tenant, "read_file", {"file_id": str(record.id)}))
+    result = await _call(library, tenant, "read_file", {"file_id": str(record.id)})
+    value = _value(result)
     assert (value["width"], value["height"]) == (3000, 1000)
     assert value["scaled_to"] == [MAX_IMAGE_SIDE, 523]
-    assert value["media_type"] == "image/jpeg"
-    encoded = value["data_url"].removeprefix("data:image/jpeg;base64,")
-    with Image.open(io.BytesIO(base64.b64decode(encoded))) as image:
+    assert (value["media_type"], value["image_type"]) == ("image/png", "image/jpeg")
+    [given] = result.images
+    assert given.media_type == "image/jpeg"
+    with Image.open(io.BytesIO(given.data)) as image:
         assert (image.format, image.size) == ("JPEG", (MAX_IMAGE_SIDE, 523))
+
+
+async def test_read_file_gives_no_image_it_cannot_decode(library: FileLibrary) -> None:
+    tenant = _tenant()
+    broken = make_image(40, 40)[:60]
+    record = await library.upload(tenant, "broken.png", broken, by="a")
+    result = await _call(library, tenant, "read_file", {"file_id": str(record.id)})
+    value = _value(result)
+    assert value["note"] == "the image could not be decoded"
+    assert result.images == ()
 
 
 async def test_read_file_describes_a_binary_file(library: FileLibrary) -> None:

@@ -1,11 +1,13 @@
 """What an MCP result becomes in a step: text joined, structured content as JSON, media as
-metadata; an error result's text is what the failure says."""
+metadata (images of a type models take also handed on as images); an error result's text is
+what the failure says."""
 
 import base64
 
 import mcp_types as types
 
-from app.tools.mcp.results import error_text, result_value
+from app.tools.mcp.results import error_text, result_images, result_value
+from app.tools.models import MAX_MODEL_IMAGE_BYTES, ModelImage
 
 
 def _text(text: str) -> types.TextContent:
@@ -37,6 +39,27 @@ def test_images_become_metadata_beside_the_text() -> None:
         "text": "a chart",
         "content": [{"type": "image", "mime_type": "image/png", "size_bytes": 100}],
     }
+
+
+def test_images_models_take_are_handed_on_and_others_are_not() -> None:
+    png, tiff = b"\x89PNG" + b"\0" * 96, b"II*\0" + b"\0" * 20
+    huge = b"\xff\xd8" + b"\0" * MAX_MODEL_IMAGE_BYTES
+
+    def image(data: bytes | str, mime_type: str) -> types.ImageContent:
+        encoded = data if isinstance(data, str) else base64.b64encode(data).decode()
+        return types.ImageContent(type="image", data=encoded, mime_type=mime_type)
+
+    result = types.CallToolResult(
+        content=[
+            _text("charts"),
+            image(png, "image/png"),
+            image(tiff, "image/tiff"),
+            image(huge, "image/jpeg"),
+            image("not base64!", "image/png"),
+        ]
+    )
+
+    assert result_images(result) == (ModelImage("image/png", png),)
 
 
 def test_resources_give_their_text_or_their_metadata() -> None:
