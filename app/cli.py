@@ -15,7 +15,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from app import cli_agents, cli_chat, cli_secrets
+from app import cli_agents, cli_api_keys, cli_chat, cli_secrets
 from app.agents import AgentRuntime, AgentTask, CoTAgent, RuntimeSettings
 from app.chain import (
     ChainCompletedEvent,
@@ -263,6 +263,7 @@ _SERVICE_COMMANDS = {
     "agents": cli_agents.run,
     "chat": cli_chat.run,
     "secrets": cli_secrets.run,
+    "api-key": cli_api_keys.run,
 }
 
 
@@ -316,6 +317,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_agents.add_commands(commands)
     cli_chat.add_command(commands)
     cli_secrets.add_command(commands)
+    cli_api_keys.add_command(commands, _duration)
     openapi = commands.add_parser("openapi", help="print the API's OpenAPI document")
     openapi.add_argument("--output", type=Path, help="write it here (openapi/openapi.json)")
     tools = commands.add_parser("tools", help="list the tools with their JSON schemas")

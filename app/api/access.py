@@ -8,10 +8,11 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.api.auth import TENANT_KEY
+from app.api.auth import API_KEY_KEY, TENANT_KEY
 from app.api.deps import CurrentPrincipal
 from app.api.inputs import check_inputs
 from app.api.state import AppState
+from app.governance.api_keys import KeyGrant
 from app.governance.tenants import Tenant
 from app.runs.errors import Forbidden, NotFound
 from app.security import Principal
@@ -21,11 +22,13 @@ from app.security.visibility import ReaderView
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """An authenticated caller of an active tenant, with its permissions."""
+    """An authenticated caller of an active tenant, with its permissions; `api_key` when it
+    called with one."""
 
     principal: Principal
     tenant: Tenant
     permissions: frozenset[Permission]
+    api_key: KeyGrant | None = None
 
     @property
     def tenant_id(self) -> str:
@@ -65,7 +68,8 @@ class Caller:
 
 def _caller(request: Request, principal: Principal) -> Caller:
     tenant: Tenant = getattr(request.state, TENANT_KEY)
-    return Caller(principal, tenant, permissions_of(principal.roles))
+    grant: KeyGrant | None = getattr(request.state, API_KEY_KEY, None)
+    return Caller(principal, tenant, permissions_of(principal.roles), grant)
 
 
 def _permitted(request: Request, caller: Caller) -> Caller:
@@ -119,3 +123,4 @@ RequireAgentConfigure = Annotated[Caller, Depends(_requires(Permission.AGENT_CON
 RequireSecretConfigure = Annotated[Caller, Depends(_requires(Permission.SECRET_CONFIGURE))]
 RequireFileRead = Annotated[Caller, Depends(_requires(Permission.FILE_READ))]
 RequireFileWrite = Annotated[Caller, Depends(_requires(Permission.FILE_WRITE))]
+RequireApiKeyConfigure = Annotated[Caller, Depends(_requires(Permission.API_KEY_CONFIGURE))]

@@ -27,6 +27,8 @@ class AuditAction(StrEnum):
     FILE_DELETE = "file.delete"
     SECRET_PUT = "secret.put"
     SECRET_DELETE = "secret.delete"
+    API_KEY_CREATE = "api_key.create"
+    API_KEY_REVOKE = "api_key.revoke"
 
 
 def audit_row(

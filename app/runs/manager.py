@@ -272,6 +272,15 @@ class RunManager:
         except RateLimited as exc:
             self.metrics.submission_refused(principal.tenant_id, exc.refusal.limit)
             raise
+        key_grant = None
+        if policy.key_quotas is not None and policy.key_scope is not None:
+            try:
+                key_grant = await admit_submission(self.limits, policy.key_scope, policy.key_quotas)
+            except RateLimited as exc:
+                self.metrics.submission_refused(principal.tenant_id, exc.refusal.limit)
+                if grant is not None:
+                    await self.limits.release(grant)
+                raise
         task_id, now = uuid4(), utc_now()
         tools = policy.tools
         services = (
@@ -281,7 +290,10 @@ class RunManager:
         )
         model = self.model_of(submission, policy, agent)
         spec = agent.definition
-        budget = (submission.budget or Budget()).over(spec.budget).over(quotas.default_budget)
+        budget = (submission.budget or Budget()).over(spec.budget)
+        if policy.key_quotas is not None:
+            budget = budget.over(policy.key_quotas.default_budget)
+        budget = budget.over(quotas.default_budget)
         chain = ReasoningChain(
             task_id=str(task_id),
             agent_id=agent.ref,
@@ -298,8 +310,9 @@ class RunManager:
             )
         except BaseException:
             self._admitting.discard(task_id)
-            if grant is not None:  # a task that was not accepted does not count
-                await self.limits.release(grant)
+            for admitted in (grant, key_grant):  # a task that was not accepted does not count
+                if admitted is not None:
+                    await self.limits.release(admitted)
             raise
         # From here to the run being live nothing awaits: no request can see the task
         # between its rows and its run.
@@ -364,6 +377,9 @@ class RunManager:
             )
         if policy.quotas.limits_runs:
             guards.append(QuotaGuard(self.limits, tenant_id, policy.quotas))
+        key_quotas = policy.key_quotas
+        if key_quotas is not None and policy.key_scope is not None and key_quotas.limits_runs:
+            guards.append(QuotaGuard(self.limits, policy.key_scope, key_quotas))
         return guards
 
     async def _create(

@@ -197,3 +197,6 @@ class RunPolicy:
     # Whether the caller may have tools run at all (`tool:execute`); without it a run gets
     # the model alone.
     executes_tools: bool = True
+    # The caller's API key's own limits, on top of the tenant's, kept under `key_scope`.
+    key_quotas: TenantQuotas | None = None
+    key_scope: str | None = None

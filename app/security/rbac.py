@@ -23,6 +23,7 @@ class Permission(StrEnum):
     SECRET_CONFIGURE = "secret:configure"
     FILE_READ = "file:read"
     FILE_WRITE = "file:write"
+    API_KEY_CONFIGURE = "api_key:configure"
 
 
 class Role(StrEnum):

@@ -210,3 +210,24 @@ class FileHit(_Record):
     page: int | None
     rank: float
     snippet: str
+
+
+class ApiKeyRecord(_Record):
+    """An API key without its secret (only the secret's digest is stored)."""
+
+    id: UUID
+    tenant_id: str
+    name: str
+    prefix: str
+    secret_sha256: str
+    roles: list[str]
+    quotas: dict[str, Any] | None
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+    revoked_by: str | None
+
+    def usable_at(self, moment: datetime) -> bool:
+        return self.revoked_at is None and (self.expires_at is None or moment < self.expires_at)

@@ -281,6 +281,29 @@ tenant_secrets = Table(
     Column("updated_at", UTCDateTime, nullable=False),
 )
 
+# A tenant's API keys: bearer secrets (`omf_…`) for scripts and services, stored as the
+# SHA-256 of the secret (a 256-bit random secret needs no slow hash); `prefix` is the part
+# shown in listings and audit rows.
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("name", NAME, nullable=False),
+    Column("prefix", SHORT, nullable=False, unique=True),
+    Column("secret_sha256", String(64), nullable=False, unique=True),
+    Column("roles", JSONDocument, nullable=False),
+    # Per-key limits (`TenantQuotas`' shape), on top of the tenant's; NULL: none.
+    Column("quotas", JSONDocument),
+    Column("created_by", NAME, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime),
+    Column("last_used_at", UTCDateTime),
+    Column("revoked_at", UTCDateTime),
+    Column("revoked_by", NAME),
+    Index("ix_api_keys_tenant_created", "tenant_id", "created_at", "id"),
+)
+
 # A tenant's remote MCP servers; their tools become the tenant's `<server>__<tool>` tools.
 mcp_servers = Table(
     "mcp_servers",

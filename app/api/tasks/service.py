@@ -131,6 +131,8 @@ async def run_policy(state: AppState, caller: Caller) -> RunPolicy:
         models=tenant.models,
         tools=await state.toolbox.for_tenant(tenant),
         executes_tools=Permission.TOOL_EXECUTE in caller.permissions,
+        key_quotas=None if caller.api_key is None else caller.api_key.quotas,
+        key_scope=None if caller.api_key is None else caller.api_key.scope,
     )
 
 

@@ -1,0 +1,175 @@
+"""API keys: created by tenant admins with at most their own permissions, verified on every
+request they are used for (through a short per-process cache), revoked at once on the instance
+that revokes them and on the others within the cache time."""
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID, uuid4
+
+from app.chain.models import utc_now
+from app.governance.audit import AuditAction, audit_row
+from app.governance.quotas import TenantQuotas
+from app.security import AuthenticationFailed, Principal
+from app.security.api_keys import key_subject, new_api_key, secret_digest, well_formed
+from app.security.rbac import Role, crosses_tenants, permissions_of
+from app.storage.api_keys import ApiKeyRepository, key_by_digest, mark_used
+from app.storage.audit import AuditRepository
+from app.storage.database import Database
+from app.storage.records import ApiKeyRecord
+
+# A key's last use is written at most this often (one write per key per minute, not one per
+# request).
+USE_RECORDED_EVERY = timedelta(minutes=1)
+_MAX_CACHED = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class KeyGrant:
+    """What a verified key brings to its requests: who it acts as, and its own limits."""
+
+    principal: Principal
+    key_id: UUID
+    name: str
+    quotas: TenantQuotas | None
+
+    @property
+    def scope(self) -> str:
+        """The name its own limit windows are kept under."""
+        return f"{self.principal.tenant_id}/api-key/{self.key_id}"
+
+
+class RolesExceedCreator(Exception):
+    """A key would get permissions its creator does not have."""
+
+    def __init__(self, extra: Sequence[str]) -> None:
+        super().__init__(f"a key cannot have permissions its creator lacks: {', '.join(extra)}")
+        self.extra = list(extra)
+
+
+class ApiKeys:
+    """Keys by secret, each verification cached for `ttl_s` (0: none); the process that
+    revokes a key forgets it at once."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        ttl_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._database = database
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._cache: dict[str, tuple[float, ApiKeyRecord | None]] = {}
+
+    async def create(
+        self,
+        tenant_id: str,
+        *,
+        name: str,
+        roles: Sequence[str],
+        creator_roles: Sequence[str],
+        by: str,
+        expires_at: datetime | None = None,
+        quotas: TenantQuotas | None = None,
+    ) -> tuple[ApiKeyRecord, str]:
+        """A new key and its secret (which is not stored: this is the only time it exists)."""
+        extra = sorted(str(p) for p in permissions_of(roles) - permissions_of(creator_roles))
+        if crosses_tenants(roles) and not crosses_tenants(creator_roles):
+            extra.append(f"the {Role.PLATFORM_ADMIN} role (every tenant)")
+        if extra:
+            raise RolesExceedCreator(extra)
+        secret, prefix = new_api_key()
+        now = utc_now()
+        async with self._database.transaction() as connection:
+            record = await ApiKeyRepository(connection, tenant_id).create(
+                key_id=uuid4(),
+                name=name,
+                prefix=prefix,
+                secret_sha256=secret_digest(secret),
+                roles=sorted(set(roles)),
+                quotas=None
+                if quotas is None
+                else quotas.model_dump(mode="json", exclude_defaults=True),
+                by=by,
+                at=now,
+                expires_at=expires_at,
+            )
+            await AuditRepository(connection, tenant_id).append(
+                [_audit(AuditAction.API_KEY_CREATE, record, by, now)]
+            )
+        return record, secret
+
+    async def revoke(self, tenant_id: str, key_id: UUID, *, by: str) -> ApiKeyRecord | None:
+        now = utc_now()
+        async with self._database.transaction() as connection:
+            record = await ApiKeyRepository(connection, tenant_id).revoke(key_id, by=by, at=now)
+            if record is not None and record.revoked_at == now:
+                await AuditRepository(connection, tenant_id).append(
+                    [_audit(AuditAction.API_KEY_REVOKE, record, by, now)]
+                )
+        if record is not None:
+            self._cache.pop(record.secret_sha256, None)
+        return record
+
+    async def verify(self, secret: str) -> KeyGrant:
+        """The grant of a usable key; `AuthenticationFailed` for any other secret."""
+        if not well_formed(secret):
+            raise AuthenticationFailed("the API key is malformed")
+        digest = secret_digest(secret)
+        record = await self._record(digest)
+        now = utc_now()
+        if record is None:
+            raise AuthenticationFailed("the API key is not valid")
+        if record.revoked_at is not None:
+            raise AuthenticationFailed("the API key was revoked")
+        if record.expires_at is not None and now >= record.expires_at:
+            raise AuthenticationFailed("the API key has expired")
+        if record.last_used_at is None or now - record.last_used_at >= USE_RECORDED_EVERY:
+            await self._mark_used(digest, record, now)
+        principal = Principal(
+            subject=key_subject(record.prefix),
+            tenant_id=record.tenant_id,
+            roles=frozenset(record.roles),
+            api_key=str(record.id),
+        )
+        quotas = None if record.quotas is None else TenantQuotas.model_validate(record.quotas)
+        return KeyGrant(principal, record.id, record.name, quotas)
+
+    async def _record(self, digest: str) -> ApiKeyRecord | None:
+        now = self._clock()
+        cached = self._cache.get(digest)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        async with self._database.read() as connection:
+            record = await key_by_digest(connection, digest)
+        self._remember(digest, record, now)
+        return record
+
+    async def _mark_used(self, digest: str, record: ApiKeyRecord, at: datetime) -> None:
+        async with self._database.transaction() as connection:
+            await mark_used(connection, record.id, at)
+        cached = self._cache.get(digest)
+        if cached is not None:
+            self._cache[digest] = (cached[0], record.model_copy(update={"last_used_at": at}))
+
+    def _remember(self, digest: str, record: ApiKeyRecord | None, now: float) -> None:
+        if self._ttl_s <= 0:
+            return
+        if len(self._cache) >= _MAX_CACHED:  # unknown secrets come from callers: stay bounded
+            self._cache.clear()
+        self._cache[digest] = (now + self._ttl_s, record)
+
+
+def _audit(action: AuditAction, record: ApiKeyRecord, by: str, at: datetime) -> dict[str, Any]:
+    return audit_row(
+        actor=by,
+        action=action,
+        resource_type="api_key",
+        resource_id=str(record.id),
+        details={"name": record.name, "prefix": record.prefix, "roles": record.roles},
+        at=at,
+    )
