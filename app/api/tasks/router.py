@@ -123,7 +123,9 @@ async def task_events(
     gap and no duplicate; the stream closes after `done`. Keep-alive comments while idle.
     Steps are sent as the caller may see them: without `chain:read_full`, `summary` steps as
     their summary, `hidden` ones not at all (ids keep their numbers, so resuming works) and
-    sensitive fields redacted. A finished task with nothing after the given id answers 204."""
+    sensitive fields redacted. A finished task with nothing after the given id answers 204.
+    Without an `Authorization` header, a `?ticket=` from `POST …/stream-ticket` authenticates
+    (a browser's `EventSource`, which cannot send one)."""
     task = await find_task(state, caller, task_id)
     position = stream_position(last_event_id, after)
     if task.is_finished and position >= task.last_seq:

@@ -1,0 +1,85 @@
+"""The API reference (`/docs`: Swagger UI, `/redoc`: ReDoc) and the browser assets under
+`/static/`, all served by the service itself: a page of it loads nothing from elsewhere.
+
+The assets are built from the npm packages locked in `web/` into `app/static/`
+(`scripts/_web.sh`, run by `scripts/run`, `scripts/test` and the image build). Without them the
+pages answer 503 saying so, never a blank page."""
+
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+from app.api.errors import UNAVAILABLE, ApiError
+
+STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
+STATIC_URL = "/static"
+_SWAGGER_JS = "vendor/swagger-ui/swagger-ui-bundle.js"
+_SWAGGER_CSS = "vendor/swagger-ui/swagger-ui.css"
+_SWAGGER_ICON = "vendor/swagger-ui/favicon-32x32.png"
+_REDOC_JS = "vendor/redoc/redoc.standalone.js"
+
+router = APIRouter(include_in_schema=False)
+
+
+def _assets(request: Request, *paths: str) -> list[str]:
+    """The URLs of `paths` under /static/; 503 if any was not built."""
+    missing = [path for path in paths if not (STATIC_DIR / path).is_file()]
+    if missing:
+        raise ApiError(
+            UNAVAILABLE,
+            f"the API reference's assets are not built ({', '.join(missing)} missing from "
+            "app/static/): build them with `npm ci && npm run build` in web/ (scripts/run "
+            "and scripts/test do)",
+        )
+    root = request.scope.get("root_path", "")
+    return [f"{root}{STATIC_URL}/{path}" for path in paths]
+
+
+def _openapi_url(request: Request) -> str:
+    return f"{request.scope.get('root_path', '')}{request.app.openapi_url}"
+
+
+@router.get("/docs")
+async def swagger_ui(request: Request) -> HTMLResponse:
+    script, style, icon = _assets(request, _SWAGGER_JS, _SWAGGER_CSS, _SWAGGER_ICON)
+    return get_swagger_ui_html(
+        openapi_url=_openapi_url(request),
+        title=f"{request.app.title} — API reference",
+        swagger_js_url=script,
+        swagger_css_url=style,
+        swagger_favicon_url=icon,
+        # Swagger UI would send the document to validator.swagger.io for its badge.
+        swagger_ui_parameters={"validatorUrl": None},
+    )
+
+
+@router.get("/redoc")
+async def redoc(request: Request) -> HTMLResponse:
+    script, icon = _assets(request, _REDOC_JS, _SWAGGER_ICON)
+    return get_redoc_html(
+        openapi_url=_openapi_url(request),
+        title=f"{request.app.title} — API reference",
+        redoc_js_url=script,
+        redoc_favicon_url=icon,
+        # ReDoc's page would load its fonts from Google.
+        with_google_fonts=False,
+    )
+
+
+class _BuiltAssets(StaticFiles):
+    """Static files that may not be built yet: until they are, each is 404 (the pages that
+    need them say why), not a server error."""
+
+    async def check_config(self) -> None:
+        if STATIC_DIR.is_dir():
+            await super().check_config()
+
+
+def install_docs(app: FastAPI) -> None:
+    """Serves /docs, /redoc and /static/ (create the app with `docs_url=None, redoc_url=None`,
+    or FastAPI serves its own pages, which load their assets from a CDN)."""
+    app.include_router(router)
+    app.mount(STATIC_URL, _BuiltAssets(directory=STATIC_DIR, check_dir=False), name="static")
