@@ -79,7 +79,8 @@ def _document_streams_and_limits(document: dict[str, Any]) -> None:
             responses = operation["responses"]
             for response in responses.values():
                 content = response.get("content", {})
-                if EVENT_STREAM in content:
+                # The task streams (the OpenAI-compatible endpoint documents its own chunks).
+                if EVENT_STREAM in content and path.startswith("/api/"):
                     item = item or _stream_item(components)
                     # As OpenAPI 3.2 documents sequential media: each frame's schema.
                     content[EVENT_STREAM] = {"itemSchema": item}
