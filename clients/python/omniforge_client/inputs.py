@@ -1,0 +1,71 @@
+"""What requests carry, as typed keyword arguments: the keys are the API's own field names
+(a test holds them to the request schemas of `openapi/openapi.json`). A key left out is not
+sent, so the service's default applies."""
+
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any, Literal, TypedDict
+from uuid import UUID
+
+
+class BudgetLimits(TypedDict, total=False):
+    """Hard limits of a task (or the default of an agent's tasks); money as a `Decimal` or a
+    decimal string keeps it exact."""
+
+    max_cost_usd: Decimal | str | float
+    max_tokens: int
+    max_llm_calls: int
+    max_steps: int
+    max_duration_s: float
+
+
+class TurnOptions(TypedDict, total=False):
+    """How a task may run, besides its `input` or `messages` (and its conversation)."""
+
+    model: str
+    tools: Sequence[str]
+    budget: BudgetLimits
+    metadata: Mapping[str, Any]
+    agent: str
+    stream_output: bool
+    file_ids: Sequence[UUID | str]
+
+
+class TaskOptions(TurnOptions, total=False):
+    """How a task may run, besides its `input` or `messages`."""
+
+    conversation_id: UUID | str
+
+
+class AgentDefinition(TypedDict, total=False):
+    """The fields of an agent's version; unset ones behave as the built-in agent does."""
+
+    description: str
+    instructions: str
+    kind: str
+    model: str
+    tools: Sequence[str]
+    temperature: float
+    max_iterations: int
+    max_output_tokens: int
+    response_format: Mapping[str, Any]
+    budget: BudgetLimits
+    on_limit: Literal["fail", "answer"]
+    metadata: Mapping[str, Any]
+
+
+class AgentChanges(TypedDict, total=False):
+    """Fields of an agent's newest version to change; `None` resets one to its default."""
+
+    description: str | None
+    instructions: str | None
+    kind: str | None
+    model: str | None
+    tools: Sequence[str] | None
+    temperature: float | None
+    max_iterations: int | None
+    max_output_tokens: int | None
+    response_format: Mapping[str, Any] | None
+    budget: BudgetLimits | None
+    on_limit: Literal["fail", "answer"] | None
+    metadata: Mapping[str, Any] | None
