@@ -4,6 +4,7 @@ import base64
 import binascii
 import contextlib
 import os
+import re
 import secrets
 import tempfile
 from collections.abc import Callable
@@ -18,6 +19,8 @@ SECRETS_KEY_BYTES = 32
 _DEV_SECRET_FILE = "jwt-secret"
 _DEV_SECRETS_KEY_FILE = "secrets-key"
 
+# A browser origin as the `Origin` header sends it: scheme, host and optional port.
+_ORIGIN = re.compile(r"https?://[^/\s:*]+(:[0-9]{1,5})?")
 # A list setting written as comma-separated values (`a,b,c`) in its environment variable.
 CommaList = Annotated[list[str], NoDecode]
 
@@ -103,6 +106,12 @@ class Settings(BaseSettings):
         "other writes (a crash loses at most this much of them); chain reads are stored "
         "before they are answered.",
     )
+    api_key_cache_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="How long a verified API key is cached per process: a key revoked through "
+        "this process is refused at once, on other instances after at most this.",
+    )
     tenant_cache_s: float = Field(
         default=5.0,
         ge=0,
@@ -122,6 +131,19 @@ class Settings(BaseSettings):
     )
     sse_keepalive_s: float = Field(
         default=15.0, gt=0, description="Idle time after which a stream sends a comment."
+    )
+    stream_ticket_ttl_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="How long a stream ticket (`POST /api/v1/tasks/{id}/stream-ticket`) "
+        "opens its task's stream; a stream opened in time stays open.",
+    )
+    cors_origins: CommaList = Field(
+        default_factory=list,
+        description="Origins (`https://console.example.com`, scheme, host and port exactly) "
+        "whose pages may call the API from a browser; none by default. Preflights are answered "
+        "without a token; other origins get no CORS headers.",
     )
     runner_heartbeat_s: float = Field(
         default=10.0,
@@ -227,11 +249,22 @@ class Settings(BaseSettings):
         default=30.0, gt=0, description="One call to an MCP server's tool, or its discovery."
     )
 
-    @field_validator("network_allow", "tool_modules", mode="before")
+    @field_validator("network_allow", "tool_modules", "cors_origins", mode="before")
     @classmethod
     def _comma_separated(cls, value: object) -> object:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _cors_origins_are_origins(cls, value: list[str]) -> list[str]:
+        for origin in value:
+            if _ORIGIN.fullmatch(origin) is None:
+                raise ValueError(
+                    f"OMNIFORGE_CORS_ORIGINS: {origin!r} is not an origin (scheme://host[:port], "
+                    "no path, no trailing slash, no wildcard)"
+                )
         return value
 
     @field_validator("secrets_key")

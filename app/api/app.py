@@ -10,22 +10,29 @@ from fastapi import FastAPI
 from app.agents import AgentRuntime, RuntimeSettings
 from app.api import health, metrics
 from app.api.agents.router import router as agents_router
+from app.api.api_keys.router import router as api_keys_router
 from app.api.auth import BearerAuthentication
 from app.api.chains.router import router as chains_router
 from app.api.conversations.router import router as conversations_router
+from app.api.cors import ListedOrigins
 from app.api.costs.router import router as costs_router
+from app.api.docs import install_docs
 from app.api.errors import install_error_handlers
 from app.api.files.router import router as files_router
 from app.api.inputs import BodyLimit
 from app.api.mcp_servers.router import router as mcp_servers_router
 from app.api.models.router import router as models_router
+from app.api.openai_compat.errors import OpenAIErrorBodies
+from app.api.openai_compat.router import router as openai_router
 from app.api.openapi import install_openapi
 from app.api.secrets.router import router as secrets_router
 from app.api.state import AppState
 from app.api.tasks.router import router as tasks_router
+from app.api.tasks.tickets import router as stream_tickets_router
 from app.api.tenants.router import router as tenants_router
 from app.api.tools.router import router as tools_router
 from app.config import Settings
+from app.governance.api_keys import ApiKeys
 from app.governance.limits import make_limit_store
 from app.governance.tenants import TenantDirectory, ensure_default_tenant
 from app.resources.files import FileLibrary
@@ -36,6 +43,7 @@ from app.resources.toolbox import Toolbox, process_tools
 from app.runs import RunManager
 from app.security import TokenVerifier
 from app.security.log_masking import install_log_masking
+from app.security.stream_tickets import StreamTickets, install_ticket_masking
 from app.storage import Database, current_revision, head_revision
 from app.storage.run_log import RunLog
 from app.tools.base import BaseTool
@@ -84,6 +92,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         network = NetworkPolicy.of(settings.network_allow)
         vault = SecretVault.from_settings(database, settings)
         stop_masking = install_log_masking(vault.masker)
+        stop_ticket_masking = install_ticket_masking()
         mcp = McpServers(database, secrets=vault, network=network, timeout_s=settings.mcp_timeout_s)
         toolbox = Toolbox(
             runtime.registry,
@@ -102,6 +111,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             verifier=verifier,
             tenants=tenants,
             toolbox=toolbox,
+            stream_tickets=StreamTickets.from_settings(settings),
+            api_keys=ApiKeys(database, ttl_s=settings.api_key_cache_s),
         )
         try:
             yield
@@ -109,6 +120,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             await runs.stop(settings.shutdown_grace_s)
             await mcp.aclose()
             stop_masking()
+            stop_ticket_masking()
     finally:
         await verifier.aclose()
         await limits.aclose()
@@ -124,6 +136,9 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
         summary="Multi-tenant agent service: every agent operation is a tool call, every call "
         "a step of a persisted, streamed reasoning chain.",
         lifespan=_lifespan,
+        # Served by `install_docs` from the service's own assets, not from a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings or Settings()
     app.state.extra_tools = list(tools)
@@ -132,9 +147,16 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     app.add_middleware(BearerAuthentication)
     # Outermost: a body over the cap is refused before anything reads it.
     app.add_middleware(BodyLimit, max_bytes=app.state.settings.max_body_bytes)
+    # Around all of /v1/ (401s and 413s included): problems carry an OpenAI-style `error`.
+    app.add_middleware(OpenAIErrorBodies)
+    if app.state.settings.cors_origins:
+        # Outside even the body limit: a preflight is answered before anything else.
+        app.add_middleware(ListedOrigins, origins=app.state.settings.cors_origins)
+    install_docs(app)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(tasks_router)
+    app.include_router(stream_tickets_router)
     app.include_router(agents_router)
     app.include_router(conversations_router)
     app.include_router(chains_router)
@@ -145,4 +167,6 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     app.include_router(files_router)
     app.include_router(secrets_router)
     app.include_router(mcp_servers_router)
+    app.include_router(openai_router)
+    app.include_router(api_keys_router)
     return app

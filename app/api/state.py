@@ -4,10 +4,12 @@ from dataclasses import dataclass
 
 from app.agents import AgentRuntime
 from app.config import Settings
+from app.governance.api_keys import ApiKeys
 from app.governance.tenants import TenantDirectory
 from app.resources.toolbox import Toolbox
 from app.runs import RunManager
 from app.security import TokenVerifier
+from app.security.stream_tickets import StreamTickets
 from app.storage import Database
 from app.storage.run_log import RunLog
 
@@ -23,3 +25,6 @@ class AppState:
     tenants: TenantDirectory
     # Tenants' own tools (MCP servers) and the services tools reach (secrets, files, todos).
     toolbox: Toolbox
+    # Credentials that open one task's stream (a browser's EventSource).
+    stream_tickets: StreamTickets
+    api_keys: ApiKeys

@@ -35,6 +35,7 @@ class Route:
             conversation_id=uuid4(),
             file_id=uuid4(),
             server_id=uuid4(),
+            key_id=uuid4(),
         )
 
     def request_kwargs(self) -> dict[str, Any]:
@@ -51,6 +52,10 @@ class Route:
 
 BODIES: dict[str, Callable[[], Any]] = {
     "POST /api/v1/tasks": lambda: SUBMISSION,
+    "POST /v1/chat/completions": lambda: {
+        "model": "agent:default",
+        "messages": [{"role": "user", "content": "What is 17 * 23 + 4?"}],
+    },
     "POST /api/v1/tenants": lambda: {"id": f"n-{uuid4().hex[:12]}", "name": "New tenant"},
     "PATCH /api/v1/tenants/{tenant_id}": lambda: {"name": "Renamed"},
     "PUT /api/v1/tenants/{tenant_id}/visibility": lambda: {"tool_types": {"llm": "full"}},
@@ -67,6 +72,7 @@ BODIES: dict[str, Callable[[], Any]] = {
         "url": "http://127.0.0.1:9/mcp",
     },
     "PATCH /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": lambda: {"allowed_tools": None},
+    "POST /api/v1/api-keys": lambda: {"name": "ci", "roles": ["viewer"]},
 }
 # Multipart bodies.
 FORMS: dict[str, Callable[[], Any]] = {
@@ -79,6 +85,7 @@ ROUTES = [
     Route("GET", "/api/v1/tasks/{task_id}"),
     Route("POST", "/api/v1/tasks/{task_id}/cancel"),
     Route("GET", "/api/v1/tasks/{task_id}/events"),
+    Route("POST", "/api/v1/tasks/{task_id}/stream-ticket"),
     Route("GET", "/api/v1/tasks/{task_id}/chain"),
     Route("GET", "/api/v1/tasks/{task_id}/costs"),
     Route("GET", "/api/v1/chains/{chain_id}"),
@@ -104,6 +111,8 @@ ROUTES = [
     Route("GET", "/api/v1/tenants/{tenant_id}/usage"),
     Route("GET", "/api/v1/tools"),
     Route("GET", "/api/v1/models"),
+    Route("POST", "/v1/chat/completions"),
+    Route("GET", "/v1/models"),
     Route("POST", "/api/v1/agents"),
     Route("GET", "/api/v1/agents"),
     Route("GET", "/api/v1/agents/{name}"),
@@ -128,6 +137,10 @@ ROUTES = [
     Route("PATCH", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}"),
     Route("POST", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}/refresh"),
     Route("DELETE", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}"),
+    Route("POST", "/api/v1/api-keys"),
+    Route("GET", "/api/v1/api-keys"),
+    Route("GET", "/api/v1/api-keys/{key_id}"),
+    Route("DELETE", "/api/v1/api-keys/{key_id}"),
 ]
 PLATFORM_ONLY = {"POST /api/v1/tenants", "GET /api/v1/tenants", "PATCH /api/v1/tenants/{tenant_id}"}
 # Routes that take an id, tried by a tenant admin (every permission within its own tenant).
@@ -144,6 +157,8 @@ ROUTES_WITH_IDS = [
     # Each tried with another tenant's own file / MCP server in their own tests.
     and "{file_id}" not in route.template
     and "{server_id}" not in route.template
+    # Tried with another tenant's own key in tests/api/test_api_keys.py.
+    and "{key_id}" not in route.template
 ]
 ADMIN = ("tenant_admin",)
 

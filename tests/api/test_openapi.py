@@ -27,7 +27,7 @@ def test_the_committed_document_is_what_the_app_generates() -> None:
 
 
 def test_every_api_route_documents_its_errors_as_problem_details() -> None:
-    api = [(m, p, op) for m, p, op in _operations() if p.startswith("/api/v1/")]
+    api = [(m, p, op) for m, p, op in _operations() if p.startswith(("/api/v1/", "/v1/"))]
     assert {f"{m.upper()} {p}" for m, p, _ in api} == {str(route) for route in ROUTES}
     for method, path, operation in api:
         responses = operation["responses"]
@@ -48,7 +48,7 @@ def test_submission_documents_its_rate_limit_refusal() -> None:
 
 
 def test_health_routes_need_no_token() -> None:
-    health = {p: op for m, p, op in _operations() if not p.startswith("/api/")}
+    health = {p: op for m, p, op in _operations() if not p.startswith(("/api/", "/v1/"))}
     assert set(health) == {"/healthz", "/readyz", "/metrics"}
     assert all("security" not in operation for operation in health.values())
 
@@ -59,7 +59,7 @@ def test_event_streams_document_each_event_type_and_its_payload() -> None:
         (method, path, response["content"]["text/event-stream"])
         for method, path, operation in _operations()
         for response in operation["responses"].values()
-        if "text/event-stream" in response.get("content", {})
+        if "text/event-stream" in response.get("content", {}) and path.startswith("/api/")
     ]
     assert {(m, p) for m, p, _ in streams} == {
         ("post", "/api/v1/tasks"),
@@ -103,3 +103,12 @@ def test_routes_taking_a_body_document_413_and_every_api_route_503() -> None:
             assert "413" in responses, (method, path)
         if path.startswith("/api/"):
             assert "503" in responses, (method, path)
+
+
+def test_the_openai_compatible_stream_documents_its_chunk_frames() -> None:
+    [completion] = [op for m, p, op in _operations() if (m, p) == ("post", "/v1/chat/completions")]
+    content = completion["responses"]["200"]["content"]
+    assert set(content) == {"application/json", "text/event-stream"}
+    frame = content["text/event-stream"]["itemSchema"]
+    assert frame["required"] == ["data"]
+    assert "[DONE]" in frame["properties"]["data"]["description"]

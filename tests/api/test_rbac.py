@@ -28,6 +28,7 @@ EXPECTED: dict[str, dict[str, int]] = {
     # Finished: a permitted cancel is a conflict; a member may not cancel another's task.
     "POST /api/v1/tasks/{task_id}/cancel": _only({"platform_admin": 409, "tenant_admin": 409}),
     "GET /api/v1/tasks/{task_id}/events": ALL,
+    "POST /api/v1/tasks/{task_id}/stream-ticket": ALL,
     "GET /api/v1/tasks/{task_id}/chain": ALL,
     "GET /api/v1/tasks/{task_id}/costs": _only(ADMINS | {"auditor": 200}),
     "GET /api/v1/chains/{chain_id}": ALL,
@@ -53,6 +54,9 @@ EXPECTED: dict[str, dict[str, int]] = {
     "GET /api/v1/tenants/{tenant_id}/usage": _only(ADMINS | {"auditor": 200}),
     "GET /api/v1/tools": dict.fromkeys(ROLES, 200),
     "GET /api/v1/models": dict.fromkeys(ROLES, 200),
+    # The OpenAI-compatible endpoint: a completion runs the built-in agent to its answer.
+    "POST /v1/chat/completions": _only({"platform_admin": 200, "tenant_admin": 200, "member": 200}),
+    "GET /v1/models": ALL,
     # Agent routes name the built-in agent: readable by all who read tasks, never changed.
     "POST /api/v1/agents": _only({"platform_admin": 201, "tenant_admin": 201}),
     "GET /api/v1/agents": ALL,
@@ -99,6 +103,11 @@ EXPECTED: dict[str, dict[str, int]] = {
     "DELETE /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": _only(
         {"platform_admin": 404, "tenant_admin": 404}
     ),
+    "POST /api/v1/api-keys": _only({"platform_admin": 201, "tenant_admin": 201}),
+    "GET /api/v1/api-keys": _only(ADMINS),
+    # Keys nobody created.
+    "GET /api/v1/api-keys/{key_id}": _only({"platform_admin": 404, "tenant_admin": 404}),
+    "DELETE /api/v1/api-keys/{key_id}": _only({"platform_admin": 404, "tenant_admin": 404}),
 }
 
 # What a refusal names.
@@ -108,6 +117,7 @@ NEEDS: dict[str, str] = {
     "GET /api/v1/tasks/{task_id}": Permission.TASK_READ,
     "POST /api/v1/tasks/{task_id}/cancel": Permission.TASK_CANCEL,
     "GET /api/v1/tasks/{task_id}/events": Permission.CHAIN_READ,
+    "POST /api/v1/tasks/{task_id}/stream-ticket": Permission.CHAIN_READ,
     "GET /api/v1/tasks/{task_id}/chain": Permission.CHAIN_READ,
     "GET /api/v1/tasks/{task_id}/costs": Permission.COST_VIEW,
     "GET /api/v1/chains/{chain_id}": Permission.CHAIN_READ,
@@ -131,6 +141,8 @@ NEEDS: dict[str, str] = {
     "GET /api/v1/tenants/{tenant_id}/audit": Permission.AUDIT_READ,
     "GET /api/v1/tenants/{tenant_id}/costs": Permission.COST_VIEW,
     "GET /api/v1/tenants/{tenant_id}/usage": Permission.COST_VIEW,
+    "POST /v1/chat/completions": Permission.TASK_CREATE,
+    "GET /v1/models": Permission.TASK_READ,
     "POST /api/v1/agents": Permission.AGENT_CONFIGURE,
     "GET /api/v1/agents": Permission.TASK_READ,
     "GET /api/v1/agents/{name}": Permission.TASK_READ,
@@ -155,6 +167,10 @@ NEEDS: dict[str, str] = {
     "PATCH /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": Permission.TOOL_CONFIGURE,
     "POST /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}/refresh": Permission.TOOL_CONFIGURE,
     "DELETE /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": Permission.TOOL_CONFIGURE,
+    "POST /api/v1/api-keys": Permission.API_KEY_CONFIGURE,
+    "GET /api/v1/api-keys": Permission.API_KEY_CONFIGURE,
+    "GET /api/v1/api-keys/{key_id}": Permission.API_KEY_CONFIGURE,
+    "DELETE /api/v1/api-keys/{key_id}": Permission.API_KEY_CONFIGURE,
 }
 
 
@@ -163,7 +179,7 @@ def test_the_table_covers_every_api_route(service: Service) -> None:
     served = {
         f"{method.upper()} {path}"
         for path, operations in paths.items()
-        if path.startswith("/api/")
+        if path.startswith(("/api/", "/v1/"))
         for method in operations
     }
     assert served == {str(route) for route in ROUTES} == set(EXPECTED)
