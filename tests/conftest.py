@@ -12,7 +12,7 @@ from sqlalchemy.engine import make_url
 
 from app.storage import Database, upgrade_to_head
 from tests.fakes.openai_server import FakeLLMServer
-from tests.service import Service, running_service, service_settings
+from tests.service import Service, checked, running_service, service_settings
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "OMNIFORGE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -92,17 +92,9 @@ async def running(
 
 @pytest.fixture
 async def service(running: Service) -> AsyncIterator[Service]:
-    """The service of this backend; after the test, no run may be left going and every scripted
-    LLM reply must have been used."""
-    yield running
-    leftover = running.state.runs.active_runs
-    await running.state.runs.shutdown(grace_s=5)
-    fake = running.fake_llm
-    try:
-        assert leftover == 0, f"the test left {leftover} run(s) going"
-        fake.verify()
-    finally:
-        fake.reset()
+    """The service of this backend, `checked` after each test."""
+    async with checked(running) as service:
+        yield service
 
 
 @pytest.fixture

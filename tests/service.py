@@ -120,6 +120,21 @@ async def service_with_model(
 
 
 @asynccontextmanager
+async def checked(service: Service) -> AsyncIterator[Service]:
+    """`service` for one test; after it, no run may be left going and every scripted LLM
+    reply must have been used."""
+    yield service
+    leftover = service.state.runs.active_runs
+    await service.state.runs.shutdown(grace_s=5)
+    fake = service.fake_llm
+    try:
+        assert leftover == 0, f"the test left {leftover} run(s) going"
+        fake.verify()
+    finally:
+        fake.reset()
+
+
+@asynccontextmanager
 async def running_service(settings: Settings, fake_llm: FakeLLMServer) -> AsyncIterator[Service]:
     app = create_app(settings, tools=TEST_TOOLS)
     async with serve(app) as base_url:

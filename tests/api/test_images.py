@@ -14,7 +14,7 @@ from tests.api.helpers import stream, submit
 from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 from tests.resources.documents import make_image
-from tests.service import MODEL, Service, running_service, service_settings
+from tests.service import MODEL, Service, checked, running_service, service_settings
 
 VISION = "fake-vision"
 VISION_TEXT = "fake-vision-text"  # takes images, but not tools: the text ReAct format
@@ -43,12 +43,9 @@ async def seeing_service(
 
 @pytest.fixture
 async def seeing(seeing_service: Service) -> AsyncIterator[Service]:
-    """The service whose models take images or not; every scripted reply is used."""
-    yield seeing_service
-    try:
-        seeing_service.fake_llm.verify()
-    finally:
-        seeing_service.fake_llm.reset()
+    """The service whose models take images or not, `checked` after each test."""
+    async with checked(seeing_service) as service:
+        yield service
 
 
 async def _ask_about_an_image(
