@@ -145,6 +145,23 @@ class Settings(BaseSettings):
         "whose pages may call the API from a browser; none by default. Preflights are answered "
         "without a token; other origins get no CORS headers.",
     )
+    console_oidc_client_id: str | None = Field(
+        default=None,
+        description="The web console's client id at the identity provider (a public client): "
+        "with the two URLs below, the console offers to sign in there (authorization code with "
+        "PKCE). Its tokens must pass the JWKS checks above.",
+    )
+    console_oidc_authorization_url: str | None = Field(
+        default=None, description="The identity provider's authorization endpoint."
+    )
+    console_oidc_token_url: str | None = Field(
+        default=None,
+        description="The identity provider's token endpoint (it must allow the console's "
+        "origin by CORS, as providers do for public clients).",
+    )
+    console_oidc_scope: str = Field(
+        default="openid profile", description="Scopes the console asks the identity provider for."
+    )
     runner_heartbeat_s: float = Field(
         default=10.0,
         gt=0,
@@ -273,6 +290,23 @@ class Settings(BaseSettings):
         if value is not None:
             _secrets_keys(value.get_secret_value())
         return value
+
+    @model_validator(mode="after")
+    def _console_sign_in_is_whole(self) -> Self:
+        """The console's identity-provider sign-in needs its client id and both endpoints."""
+        parts = {
+            "OMNIFORGE_CONSOLE_OIDC_CLIENT_ID": self.console_oidc_client_id,
+            "OMNIFORGE_CONSOLE_OIDC_AUTHORIZATION_URL": self.console_oidc_authorization_url,
+            "OMNIFORGE_CONSOLE_OIDC_TOKEN_URL": self.console_oidc_token_url,
+        }
+        missing = [name for name, value in parts.items() if not value]
+        if missing and len(missing) < len(parts):
+            raise ValueError(f"the console's sign-in also needs {', '.join(missing)}")
+        for name in list(parts)[1:]:
+            url = parts[name]
+            if url and not url.startswith(("https://", "http://")):
+                raise ValueError(f"{name} must be an http(s) URL: {url!r}")
+        return self
 
     @model_validator(mode="after")
     def _production_needs_a_way_to_verify_tokens(self) -> Self:

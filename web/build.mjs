@@ -1,6 +1,8 @@
 // Writes the service's browser assets into app/static/ (git-ignored), where the service
-// serves them under /static/. Run after `npm ci` (scripts/_web.sh does both). Nothing here
-// is fetched at run time: a page of the service loads only what this build wrote.
+// serves them under /static/: the API reference's vendored files, and the web console
+// (web/console/, bundled by esbuild). Run after `npm ci` (scripts/_web.sh does both).
+// Nothing here is fetched at run time: a page of the service loads only what this build wrote.
+import { build } from "esbuild";
 import { cpSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -59,8 +61,38 @@ for (const [file, replacements] of Object.entries(OFFLINE)) {
   }
   writeFileSync(path, text);
 }
+// The console: one script and one stylesheet, named by their content (cached for good), and
+// the page that loads them (the service serves it at /console and every path under it).
+const consoleDir = join(staging, "console");
+const bundled = await build({
+  entryPoints: { console: join(here, "console", "src", "main.jsx") },
+  bundle: true,
+  minify: true,
+  format: "esm",
+  target: ["es2020"],
+  jsx: "automatic",
+  jsxImportSource: "preact",
+  entryNames: "[name]-[hash]",
+  outdir: consoleDir,
+  legalComments: "linked",
+  metafile: true,
+  logLevel: "warning",
+});
+const outputs = Object.keys(bundled.metafile.outputs).map((path) => path.split("/").pop());
+const script = outputs.find((name) => name.endsWith(".js"));
+const style = outputs.find((name) => name.endsWith(".css"));
+const shell = readFileSync(join(here, "console", "index.html"), "utf8")
+  .replace("__SCRIPT__", script)
+  .replace("__STYLE__", style);
+writeFileSync(join(consoleDir, "index.html"), shell);
+for (const pkg of ["preact", "chart.js", "diff"]) {
+  // Read from the file: not every package exports its package.json.
+  const manifest = join(here, "node_modules", pkg, "package.json");
+  versions[pkg] = JSON.parse(readFileSync(manifest, "utf8")).version;
+}
+
 // Which versions were built (for people; the service checks the files themselves).
 writeFileSync(join(staging, "manifest.json"), JSON.stringify({ versions }, null, 2) + "\n");
 rmSync(target, { recursive: true, force: true });
 renameSync(staging, target);
-console.log(`web: assets of ${Object.keys(versions).join(", ")} written to app/static/`);
+console.log(`web: the console and the assets of ${Object.keys(versions).join(", ")} written to app/static/`);

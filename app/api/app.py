@@ -13,6 +13,7 @@ from app.api.agents.router import router as agents_router
 from app.api.api_keys.router import router as api_keys_router
 from app.api.auth import BearerAuthentication
 from app.api.chains.router import router as chains_router
+from app.api.console import router as console_router
 from app.api.conversations.router import router as conversations_router
 from app.api.cors import ListedOrigins
 from app.api.costs.router import router as costs_router
@@ -21,6 +22,7 @@ from app.api.errors import install_error_handlers
 from app.api.files.router import router as files_router
 from app.api.inputs import BodyLimit
 from app.api.mcp_servers.router import router as mcp_servers_router
+from app.api.me import router as me_router
 from app.api.models.router import router as models_router
 from app.api.openai_compat.errors import OpenAIErrorBodies
 from app.api.openai_compat.router import router as openai_router
@@ -153,6 +155,8 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
         # Outside even the body limit: a preflight is answered before anything else.
         app.add_middleware(ListedOrigins, origins=app.state.settings.cors_origins)
     install_docs(app)
+    app.include_router(console_router)
+    app.include_router(me_router)
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(tasks_router)

@@ -11,13 +11,14 @@ from decimal import Decimal
 from typing import Any, Literal
 from uuid import UUID
 
-from sqlalchemy import Date, Integer, Select, case, cast, func, select
+from sqlalchemy import Date, FromClause, Integer, Select, case, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.storage.records import CostRecordRow
-from app.storage.tables import cost_records, model_usage
+from app.storage.tables import cost_records, model_usage, tasks
 
-GroupBy = Literal["model", "day", "tool", "task", "user"]
+GroupBy = Literal["model", "day", "tool", "task", "user", "agent"]
+CostOrder = Literal["key", "cost"]
 
 
 @dataclass(slots=True)
@@ -53,6 +54,7 @@ class Totals:
 class Group:
     key: str | None
     totals: Totals
+    split: str | None = None
 
 
 @dataclass(slots=True)
@@ -79,40 +81,62 @@ class CostRepository:
         return [CostRecordRow.model_validate(row._mapping) for row in rows]
 
     async def grouped(
-        self, *, since: datetime, until: datetime, group_by: GroupBy | None, limit: int
+        self,
+        *,
+        since: datetime,
+        until: datetime,
+        group_by: GroupBy | None,
+        limit: int,
+        split_by: GroupBy | None = None,
+        order: CostOrder = "key",
     ) -> tuple[list[Group], Totals, bool]:
-        """Records with `since <= recorded_at < until`, summed per group (by key, at most
-        `limit` groups), the totals of all of them, and whether groups were left out."""
+        """Records with `since <= recorded_at < until`, summed per group (by `group_by`, and
+        within it by `split_by` if given; at most `limit` groups, by key or by cost, highest
+        first), the totals of all of them, and whether groups were left out."""
         c = cost_records.c
-        key = self._key(group_by)
+        key, split = self._key(group_by), self._key(split_by)
+        source: FromClause = cost_records
+        if "agent" in (group_by, split_by):
+            # A record's agent is its task's (tasks without one, plain model tasks: null).
+            source = cost_records.outerjoin(
+                tasks, (tasks.c.id == c.task_id) & (tasks.c.tenant_id == c.tenant_id)
+            )
         where = (c.tenant_id == self.tenant_id, c.recorded_at >= since, c.recorded_at < until)
         if self._sqlite:
-            statement: Select[Any] = select(
-                key.label("key"),
-                c.input_tokens,
-                c.output_tokens,
-                c.cost_usd,
-                c.unpriced,
-                c.recorded_at,
-            ).where(*where)
+            statement: Select[Any] = (
+                select(
+                    key.label("key"),
+                    split.label("split"),
+                    c.input_tokens,
+                    c.output_tokens,
+                    c.cost_usd,
+                    c.unpriced,
+                )
+                .select_from(source)
+                .where(*where)
+            )
             rows = (await self.connection.execute(statement)).all()
-            groups = _sum_in_python(rows, by_day=group_by == "day")
+            groups = _sum_in_python(rows)
         else:
             statement = (
                 select(
                     key.label("key"),
+                    split.label("split"),
                     func.count().label("calls"),
                     func.sum(c.input_tokens).label("input_tokens"),
                     func.sum(c.output_tokens).label("output_tokens"),
                     func.coalesce(func.sum(c.cost_usd), 0).label("cost_usd"),
                     func.sum(case((c.unpriced, 1), else_=0)).label("unpriced_calls"),
                 )
+                .select_from(source)
                 .where(*where)
-                .group_by(key)
+                .group_by(key, split)
             )
             rows = (await self.connection.execute(statement)).all()
-            groups = [_group(row.key, row) for row in rows]
-        groups.sort(key=lambda g: (g.key is None, g.key or ""))
+            groups = [_group(row) for row in rows]
+        groups.sort(key=lambda g: (g.key is None, g.key or "", g.split is None, g.split or ""))
+        if order == "cost":
+            groups.sort(key=lambda g: g.totals.cost_usd, reverse=True)  # stable: ties by key
         totals = Totals()
         for group in groups:
             totals.add(group.totals)
@@ -149,13 +173,17 @@ class CostRepository:
         if group_by is None:
             return cast(None, Integer)
         if group_by == "day":
-            # SQLite's keys are computed from recorded_at afterwards (stored as UTC text).
+            # SQLite's days are taken from recorded_at afterwards (stored as UTC text).
             return (
                 c.recorded_at if self._sqlite else cast(func.timezone("UTC", c.recorded_at), Date)
             )
-        return {"model": c.model, "tool": c.tool_name, "task": c.task_id, "user": c.user_id}[
-            group_by
-        ]
+        return {
+            "model": c.model,
+            "tool": c.tool_name,
+            "task": c.task_id,
+            "user": c.user_id,
+            "agent": tasks.c.agent_name,
+        }[group_by]
 
 
 def _key_text(value: Any) -> str | None:
@@ -168,9 +196,9 @@ def _key_text(value: Any) -> str | None:
     return str(value)
 
 
-def _group(key: Any, row: Any) -> Group:
+def _group(row: Any) -> Group:
     return Group(
-        _key_text(key),
+        _key_text(row.key),
         Totals(
             int(row.calls),
             int(row.input_tokens or 0),
@@ -178,15 +206,16 @@ def _group(key: Any, row: Any) -> Group:
             Decimal(row.cost_usd or 0),
             int(row.unpriced_calls or 0),
         ),
+        _key_text(row.split),
     )
 
 
-def _sum_in_python(rows: Sequence[Any], *, by_day: bool) -> list[Group]:
-    groups: dict[str | None, Totals] = {}
+def _sum_in_python(rows: Sequence[Any]) -> list[Group]:
+    groups: dict[tuple[str | None, str | None], Totals] = {}
     for row in rows:
-        key = _key_text(row.recorded_at if by_day else row.key)
+        key = (_key_text(row.key), _key_text(row.split))
         groups.setdefault(key, Totals()).count(row)
-    return [Group(key, totals) for key, totals in groups.items()]
+    return [Group(key, totals, split) for (key, split), totals in groups.items()]
 
 
 def sum_records(records: Iterable[CostRecordRow]) -> Totals:

@@ -26,11 +26,18 @@ class TaskRepository(TenantScoped):
         return None if row is None else TaskRecord.model_validate(row._mapping)
 
     async def page(
-        self, *, status: TaskState | None, cursor: Cursor | None, limit: int
+        self,
+        *,
+        status: TaskState | None,
+        cursor: Cursor | None,
+        limit: int,
+        agent: str | None = None,
     ) -> Page[TaskRecord]:
         statement = self.select()
         if status is not None:
             statement = statement.where(tasks.c.status == status)
+        if agent is not None:
+            statement = statement.where(tasks.c.agent_name == agent)
         if cursor is not None:
             statement = statement.where(cursor.before(tasks.c.created_at, tasks.c.id))
         statement = statement.order_by(tasks.c.created_at.desc(), tasks.c.id.desc())

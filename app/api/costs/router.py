@@ -29,7 +29,7 @@ from app.api.query import Day, Moment, aware
 from app.api.tasks.service import find_task
 from app.runs.errors import Forbidden
 from app.security.rbac import Permission
-from app.storage.costs import CostRepository, GroupBy, Totals, sum_records
+from app.storage.costs import CostOrder, CostRepository, GroupBy, Totals, sum_records
 
 router = APIRouter(tags=["costs"], route_class=CheckedRoute)
 
@@ -57,6 +57,15 @@ def _period(since: datetime | None, until: datetime | None) -> tuple[datetime, d
     start = aware(since) or end - DEFAULT_SPAN
     _check_span(start, end, MAX_SPAN)
     return start, end
+
+
+def _check_split(group_by: GroupBy | None, split_by: GroupBy | None) -> None:
+    if split_by is not None and (group_by is None or split_by == group_by):
+        raise ApiError(
+            VALIDATION,
+            "`split_by` splits the groups of another `group_by`",
+            errors=[FieldProblem(field="query.split_by", message="needs a different `group_by`")],
+        )
 
 
 def _check_span(start: datetime | date, end: datetime | date, longest: timedelta) -> None:
@@ -87,31 +96,52 @@ async def get_costs(
     since: Annotated[Moment | None, Query(alias="from", description="Inclusive, UTC.")] = None,
     until: Annotated[Moment | None, Query(alias="to", description="Exclusive, UTC.")] = None,
     group_by: GroupBy | None = None,
+    split_by: Annotated[
+        GroupBy | None,
+        Query(description="A second dimension within each group (`group_by=day&split_by=model`)."),
+    ] = None,
+    order: Annotated[
+        CostOrder, Query(description="`key` (the default) or `cost`: the costliest first.")
+    ] = "key",
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1_000,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Every priced or unpriced call recorded in the period, summed per `group_by` (model,
-    UTC day, tool, task or user; none: totals only), exact to 1e-12 USD. `totals` count every
-    call of the period, also when `truncated` says groups were left out."""
+    UTC day, tool, task, user or agent; none: totals only) and within it per `split_by`,
+    exact to 1e-12 USD. `totals` count every call of the period, also when `truncated` says
+    groups were left out. `order=cost&limit=10` gives the ten costliest groups."""
     tenant = await caller.scope(state, tenant_id)
     start, end = _period(since, until)
+    _check_split(group_by, split_by)
     async with state.database.read() as connection:
         groups, totals, truncated = await CostRepository(connection, tenant.id).grouped(
-            since=start, until=end, group_by=group_by, limit=limit
+            since=start,
+            until=end,
+            group_by=group_by,
+            split_by=split_by,
+            order=order,
+            limit=limit,
         )
-    items = [CostGroup(key=g.key, **Figures.of(g.totals).model_dump()) for g in groups]
+    items = [
+        CostGroup(key=g.key, split=g.split, **Figures.of(g.totals).model_dump()) for g in groups
+    ]
     report = CostReport(
         from_=start,
         to=end,
         group_by=group_by,
+        split_by=split_by,
+        order=order,
         groups=items,
         totals=Figures.of(totals),
         truncated=truncated,
     )
     if _wants_csv(accept):
-        rows = [[item.key, *figures_of(item)] for item in items]
-        rows.append(["TOTAL", *figures_of(report.totals)])
-        return _csv(to_csv([group_by or "key", *FIGURES], rows), f"costs-{tenant.id}.csv")
+        columns = [group_by or "key", *([split_by] if split_by else []), *FIGURES]
+        rows = [
+            [item.key, *([item.split] if split_by else []), *figures_of(item)] for item in items
+        ]
+        rows.append(["TOTAL", *([""] if split_by else []), *figures_of(report.totals)])
+        return _csv(to_csv(columns, rows), f"costs-{tenant.id}.csv")
     return JSONResponse(report.model_dump(mode="json", by_alias=True))
 
 

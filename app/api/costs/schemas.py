@@ -11,7 +11,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.chain import USD, format_usd
-from app.storage.costs import GroupBy, Totals
+from app.storage.costs import CostOrder, GroupBy, Totals
 from app.storage.records import CostRecordRow
 
 
@@ -34,7 +34,13 @@ class Figures(BaseModel):
 
 
 class CostGroup(Figures):
-    key: str | None = Field(description="The model, day, tool, task or user; null: none.")
+    key: str | None = Field(
+        description="The model, day, tool, task, user or agent; null: none (a task without "
+        "an agent, a call without a user)."
+    )
+    split: str | None = Field(
+        default=None, description="The `split_by` value within `key`; null without `split_by`."
+    )
 
 
 class CostReport(BaseModel):
@@ -43,6 +49,8 @@ class CostReport(BaseModel):
     from_: datetime = Field(alias="from")
     to: datetime
     group_by: GroupBy | None
+    split_by: GroupBy | None = None
+    order: CostOrder = "key"
     currency: Literal["USD"] = "USD"
     groups: list[CostGroup]
     totals: Figures

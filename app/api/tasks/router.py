@@ -24,6 +24,7 @@ from app.api.tasks.service import (
 )
 from app.chain import TaskState
 from app.runs import TaskSubmission
+from app.runs.models import AGENT_NAME_PATTERN
 from app.storage.pagination import MAX_PAGE_SIZE, Cursor
 from app.storage.tasks import TaskRepository
 
@@ -76,12 +77,19 @@ async def list_tasks(
     caller: RequireTaskRead,
     connection: ReadConnection,
     status: TaskState | None = None,
+    agent: Annotated[
+        str | None,
+        Query(pattern=AGENT_NAME_PATTERN, description="Only this agent's tasks (any version)."),
+    ] = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> TaskPage:
     """The caller's tenant's tasks, newest first."""
     page = await TaskRepository(connection, caller.tenant_id).page(
-        status=status, cursor=Cursor.decode(cursor) if cursor else None, limit=limit
+        status=status,
+        agent=agent,
+        cursor=Cursor.decode(cursor) if cursor else None,
+        limit=limit,
     )
     return TaskPage(items=[TaskOut.of(task) for task in page.items], next_cursor=page.next_cursor)
 
