@@ -1,4 +1,5 @@
-"""`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|service|all] [--quick]`:
+"""`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|console|service|all]
+[--quick]`:
 prints each figure with its conditions."""
 
 import argparse
@@ -46,6 +47,7 @@ def main() -> None:
             "history",
             "mcp",
             "web",
+            "console",
             "service",
             "all",
         ],
@@ -74,8 +76,33 @@ def main() -> None:
         _mcp(samples=200 if args.quick else 1000)
     if args.which in ("web", "all"):
         _web(runs=30 if args.quick else 60)
+    if args.which in ("console", "all"):
+        _console(runs=5 if args.quick else 20)
     if args.which in ("service", "all"):
         _service(quick=args.quick)
+
+
+def _console(runs: int) -> None:
+    from bench import console_load  # Playwright would weigh on every other figure's heap
+
+    r = console_load.run(runs=runs)
+    assets = ", ".join(f"{name} {size / 1024:.1f} KB" for name, size in r.asset_bytes.items())
+    print(
+        "\nWeb console first load in headless Chromium: navigation to a task's page -> its first"
+        " chain step drawn\n"
+        "  conditions: the service on uvicorn in its own process, Postgres 127.0.0.1; the system"
+        " Chromium (headless) on the same 2 CPUs, over loopback (no network latency or"
+        " bandwidth limit); signed in (credential in the tab's session storage); a task"
+        " submitted just before each navigation, fake LLM answering at once; a fresh browser"
+        f" context (empty cache) per run, {r.runs} runs after 1 warm-up, median; warm = the next"
+        " task's page in the same context\n"
+        f"  cold: first step drawn {r.median(r.cold, 'first_step_ms'):.0f} ms,"
+        f" {r.median(r.cold, 'bytes') / 1024:.1f} KB transferred in"
+        f" {r.median(r.cold, 'requests'):.0f} requests (headers included)\n"
+        f"  warm: first step drawn {r.median(r.warm, 'first_step_ms'):.0f} ms,"
+        f" {r.median(r.warm, 'bytes') / 1024:.1f} KB transferred\n"
+        f"  one cold load, as transferred: {assets}"
+    )
 
 
 def _web(runs: int) -> None:

@@ -3,7 +3,16 @@
 // (web/console/, bundled by esbuild). Run after `npm ci` (scripts/_web.sh does both).
 // Nothing here is fetched at run time: a page of the service loads only what this build wrote.
 import { build } from "esbuild";
-import { cpSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
+import { gzipSync } from "node:zlib";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -73,22 +82,40 @@ const bundled = await build({
   jsx: "automatic",
   jsxImportSource: "preact",
   entryNames: "[name]-[hash]",
+  chunkNames: "[name]-[hash]",
+  splitting: true, // pages that bring a library of their own load on demand
   outdir: consoleDir,
   legalComments: "linked",
   metafile: true,
   logLevel: "warning",
 });
 const outputs = Object.keys(bundled.metafile.outputs).map((path) => path.split("/").pop());
-const script = outputs.find((name) => name.endsWith(".js"));
-const style = outputs.find((name) => name.endsWith(".css"));
+const script = outputs.find((name) => name.startsWith("console-") && name.endsWith(".js"));
+const style = outputs.find((name) => name.startsWith("console-") && name.endsWith(".css"));
+// The chunks the script imports at once are fetched beside it, not after it.
+const entry = Object.entries(bundled.metafile.outputs).find(([path]) => path.endsWith(script))[1];
+const preloads = entry.imports
+  .filter((imported) => imported.kind === "import-statement")
+  .map((imported) => imported.path.split("/").pop())
+  .map((name) => `<link rel="modulepreload" href="__OMNIFORGE_ROOT__/static/console/${name}" />`);
 const shell = readFileSync(join(here, "console", "index.html"), "utf8")
   .replace("__SCRIPT__", script)
-  .replace("__STYLE__", style);
+  .replace("__STYLE__", style)
+  .replace("<!-- __PRELOADS__ -->", preloads.join("\n    "));
 writeFileSync(join(consoleDir, "index.html"), shell);
 for (const pkg of ["preact", "chart.js", "diff"]) {
   // Read from the file: not every package exports its package.json.
   const manifest = join(here, "node_modules", pkg, "package.json");
   versions[pkg] = JSON.parse(readFileSync(manifest, "utf8")).version;
+}
+
+// A gzip copy of every script and stylesheet, which the service sends to browsers that
+// accept it (the same bytes every time: compressed once here, not per request).
+for (const entry of readdirSync(staging, { recursive: true, withFileTypes: true })) {
+  if (entry.isFile() && /\.(js|css)$/.test(entry.name)) {
+    const path = join(entry.parentPath ?? entry.path, entry.name);
+    writeFileSync(`${path}.gz`, gzipSync(readFileSync(path), { level: 9 }));
+  }
 }
 
 // Which versions were built (for people; the service checks the files themselves).

@@ -202,6 +202,38 @@ async def test_a_task_runs_the_version_it_names_and_records_it(
     assert [chain["agent_id"] for chain in chains] == ["scribe@1", "scribe@2"]
 
 
+async def test_the_task_list_filters_by_agent_across_its_versions(
+    service: Service, tenant: str, other_tenant: str
+) -> None:
+    service.fake_llm.script(MODEL, *[Reply.text(str(n)) for n in range(5)])
+    async with _admin(service, tenant) as admin:
+        await _define(admin, name="scribe", instructions="Write.")
+        await _define(admin, name="critic", instructions="Judge.")
+    async with _admin(service, other_tenant) as other:
+        await _define(other, name="scribe", instructions="Someone else's.")
+    async with service.client(tenant) as member:
+        first = await _run(member, agent="scribe")
+        await _run(member, agent="critic")
+        await _run(member)  # the built-in default agent
+    async with _admin(service, tenant) as admin:
+        await _patch(admin, "scribe", instructions="Write better.")
+    async with service.client(tenant) as member:
+        second = await _run(member, agent="scribe")
+        listed = await member.get("/api/v1/tasks", params={"agent": "scribe"})
+        paged = await member.get("/api/v1/tasks", params={"agent": "scribe", "limit": 1})
+        bad = await member.get("/api/v1/tasks", params={"agent": "Not A Name"})
+    async with service.client(other_tenant) as stranger:
+        theirs = await _run(stranger, agent="scribe")
+        foreign = await stranger.get("/api/v1/tasks", params={"agent": "scribe"})
+
+    assert [task["id"] for task in listed.json()["items"]] == [second["id"], first["id"]]
+    assert [task["agent"]["version"] for task in listed.json()["items"]] == [2, 1]
+    assert [task["id"] for task in paged.json()["items"]] == [second["id"]]
+    assert paged.json()["next_cursor"] is not None
+    assert [task["id"] for task in foreign.json()["items"]] == [theirs["id"]]
+    assert_invalid(bad, "query.agent")
+
+
 async def test_a_callers_system_message_follows_the_agents_instructions(
     service: Service, tenant: str
 ) -> None:

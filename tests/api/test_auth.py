@@ -141,6 +141,7 @@ ROUTES = [
     Route("GET", "/api/v1/api-keys"),
     Route("GET", "/api/v1/api-keys/{key_id}"),
     Route("DELETE", "/api/v1/api-keys/{key_id}"),
+    Route("GET", "/api/v1/me"),
 ]
 PLATFORM_ONLY = {"POST /api/v1/tenants", "GET /api/v1/tenants", "PATCH /api/v1/tenants/{tenant_id}"}
 # Routes that take an id, tried by a tenant admin (every permission within its own tenant).

@@ -15,8 +15,8 @@ from uuid import uuid4
 
 import httpx
 
-from app.api.costs.schemas import to_csv
-from tests.api.helpers import assert_problem, stream, submit
+from app.api.costs.schemas import FIGURES, to_csv
+from tests.api.helpers import assert_problem, define_agent, stream, submit
 from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 from tests.service import Service, running_service, service_settings
@@ -66,10 +66,14 @@ def _grouped(calls: list[Call], key: Callable[[Call], str | None]) -> dict[str |
 
 
 async def _run(
-    client: httpx.AsyncClient, fake: FakeLLMServer, model: str, usage: list[tuple[int, int]]
+    client: httpx.AsyncClient,
+    fake: FakeLLMServer,
+    model: str,
+    usage: list[tuple[int, int]],
+    agent: str | None = None,
 ) -> str:
-    """A task on `model` whose LLM calls report `usage` in turn: a calculator call per pair
-    but the last, which answers."""
+    """A task on `model` (through `agent`, whose model it is, if given) whose LLM calls report
+    `usage` in turn: a calculator call per pair but the last, which answers."""
     replies = [
         Reply.tool_calls(
             [ToolCall("calculator", {"expression": "1 + 2"})],
@@ -81,18 +85,16 @@ async def _run(
     prompt, completion = usage[-1]
     replies.append(Reply.text("3", prompt_tokens=prompt, completion_tokens=completion))
     fake.script(model, *replies)
-    accepted = await submit(client, model=model)
+    accepted = await (submit(client, agent=agent) if agent else submit(client, model=model))
     events = await stream(client, accepted["task_id"])
     assert events[-1].json["final_state"] == "completed"
     return str(accepted["task_id"])
 
 
-async def test_every_report_figure_is_the_sum_of_its_records(
-    database_url: str, fake_llm: FakeLLMServer, service_dir: Path
-) -> None:
-    (service_dir / "models").mkdir()
-    models = write_model_list(
-        service_dir / "models",
+def _priced_models(fake_llm: FakeLLMServer, directory: Path) -> Path:
+    (directory / "models").mkdir()
+    return write_model_list(
+        directory / "models",
         [
             fake_deployment(
                 fake_llm, name, input_cost=str(p_in), output_cost=str(p_out), native_tools=True
@@ -101,6 +103,12 @@ async def test_every_report_figure_is_the_sum_of_its_records(
         ]
         + [fake_deployment(fake_llm, "gamma", native_tools=True)],  # no price
     )
+
+
+async def test_every_report_figure_is_the_sum_of_its_records(
+    database_url: str, fake_llm: FakeLLMServer, service_dir: Path
+) -> None:
+    models = _priced_models(fake_llm, service_dir)
     settings = service_settings(
         service_dir, database_url, fake_llm, models_file=models, default_model="alpha"
     )
@@ -159,7 +167,8 @@ async def test_every_report_figure_is_the_sum_of_its_records(
         report = reports[group_by]
         expected = _grouped(calls, key)
         assert {
-            g["key"]: _parsed({k: v for k, v in g.items() if k != "key"}) for g in report["groups"]
+            g["key"]: _parsed({k: v for k, v in g.items() if k not in ("key", "split")})
+            for g in report["groups"]
         } == expected, group_by
         assert _parsed(report["totals"]) == _figures(calls)
         assert report["truncated"] is False
@@ -217,6 +226,107 @@ async def test_every_report_figure_is_the_sum_of_its_records(
         Decimal(task_rows[-1]["cost_usd"])
         == _figures([c for c in calls if c.task == 0])["cost_usd"]
     )
+
+
+async def test_reports_group_by_agent_split_by_a_second_dimension_and_rank_by_cost(
+    database_url: str, fake_llm: FakeLLMServer, service_dir: Path
+) -> None:
+    models = _priced_models(fake_llm, service_dir)
+    settings = service_settings(
+        service_dir, database_url, fake_llm, models_file=models, default_model="alpha"
+    )
+    # (agent or None, model, usage): agents run on their own model; None is a plain task,
+    # which the built-in `default` agent runs.
+    plan: list[tuple[str | None, str, list[tuple[int, int]]]] = [
+        ("writer", "alpha", [(100, 20), (150, 25)]),
+        ("critic", "beta", [(300, 40)]),
+        (None, "alpha", [(1000, 500)]),
+        ("writer", "alpha", [(10, 2)]),
+        ("critic", "gamma", [(50, 5)]),  # an unpriced call of an agent, on another model
+    ]
+    async with running_service(settings, fake_llm) as service:
+        tenant = await service.create_tenant(f"c-{uuid4().hex[:12]}")
+        other = await service.create_tenant(f"o-{uuid4().hex[:12]}")
+        await define_agent(service, tenant, "writer", instructions="Write.", model="alpha")
+        await define_agent(service, tenant, "critic", instructions="Judge.", model="beta")
+        await define_agent(service, other, "writer", instructions="Other.", model="beta")
+        calls: list[Call] = []
+        agents: list[str | None] = []
+        task_ids: list[str] = []
+        for index, (agent, model, usage) in enumerate(plan):
+            if model == "gamma":  # the critic on another model: a new version of it
+                async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
+                    changed = await admin.patch("/api/v1/agents/critic", json={"model": "gamma"})
+                    assert changed.status_code == 200, changed.text
+            async with service.client(tenant, sub="ann") as client:
+                task_ids.append(await _run(client, fake_llm, model, usage, agent))
+            calls += [Call("ann", index, model, "llm", p, c) for p, c in usage]
+            agents += [agent or "default"] * len(usage)
+        async with service.client(other, sub="eve") as eve:  # the other tenant's writer
+            await _run(eve, fake_llm, "beta", [(7, 7)], "writer")
+
+        async def report(**params: str) -> Any:
+            async with service.client(tenant, sub="ada", roles=("auditor",)) as auditor:
+                return await auditor.get(f"/api/v1/tenants/{tenant}/costs", params=params)
+
+        by_agent = (await report(group_by="agent")).json()
+        by_day_model = (await report(group_by="day", split_by="model")).json()
+        by_agent_model = (await report(group_by="agent", split_by="model")).json()
+        top = (await report(group_by="task", order="cost", limit="2")).json()
+        async with service.client(tenant, sub="ada", roles=("auditor",)) as auditor:
+            split_csv = await auditor.get(
+                f"/api/v1/tenants/{tenant}/costs",
+                params={"group_by": "agent", "split_by": "model"},
+                headers={"Accept": "text/csv"},
+            )
+        no_group = await report(split_by="model")
+        same_twice = await report(group_by="model", split_by="model")
+
+    agent_of = dict(enumerate(agents))
+    indexed = list(enumerate(calls))
+
+    def grouped(key: Callable[[int, Call], tuple[str | None, str | None]]) -> dict[Any, Any]:
+        groups: dict[Any, list[Call]] = {}
+        for index, call in indexed:
+            groups.setdefault(key(index, call), []).append(call)
+        return {name: _figures(members) for name, members in groups.items()}
+
+    def figures_of(report: dict[str, Any]) -> dict[Any, Any]:
+        return {
+            (g["key"], g["split"]): _parsed(
+                {k: v for k, v in g.items() if k not in ("key", "split")}
+            )
+            for g in report["groups"]
+        }
+
+    today = datetime.now(UTC).date().isoformat()
+    assert figures_of(by_agent) == grouped(lambda i, c: (agent_of[i], None))
+    assert set(figures_of(by_agent)) == {("writer", None), ("critic", None), ("default", None)}
+    assert figures_of(by_day_model) == grouped(lambda i, c: (today, c.model))
+    assert figures_of(by_agent_model) == grouped(lambda i, c: (agent_of[i], c.model))
+    assert ("critic", "gamma") in figures_of(by_agent_model)  # both versions count for it
+    for answer in (by_agent, by_day_model, by_agent_model):
+        assert _parsed(answer["totals"]) == _figures(calls)  # the other tenant's run: not here
+    assert by_day_model["split_by"] == "model"
+
+    # The costliest tasks first; the totals still count every call.
+    per_task = _grouped(calls, lambda c: task_ids[c.task])
+    ranked = sorted(per_task, key=lambda task: per_task[task]["cost_usd"], reverse=True)
+    assert [g["key"] for g in top["groups"]] == ranked[:2]
+    assert top["truncated"] is True
+    assert top["order"] == "cost"
+    assert _parsed(top["totals"]) == _figures(calls)
+
+    rows = list(csv.DictReader(io.StringIO(split_csv.text)))
+    assert list(rows[0]) == ["agent", "model", *FIGURES]
+    assert {(row["agent"], row["model"]): Decimal(row["cost_usd"]) for row in rows[:-1]} == {
+        key: figures["cost_usd"] for key, figures in figures_of(by_agent_model).items()
+    }
+    assert rows[-1]["agent"] == "TOTAL"
+    for refused in (no_group, same_twice):
+        assert assert_problem(refused, 422, "validation-error")["errors"][0]["field"] == (
+            "query.split_by"
+        )
 
 
 async def test_who_may_read_costs(service: Service, tenant: str, other_tenant: str) -> None:

@@ -108,6 +108,8 @@ EXPECTED: dict[str, dict[str, int]] = {
     # Keys nobody created.
     "GET /api/v1/api-keys/{key_id}": _only({"platform_admin": 404, "tenant_admin": 404}),
     "DELETE /api/v1/api-keys/{key_id}": _only({"platform_admin": 404, "tenant_admin": 404}),
+    # Who the caller is: anyone signed in, with or without roles.
+    "GET /api/v1/me": dict.fromkeys(ROLES, 200),
 }
 
 # What a refusal names.

@@ -62,7 +62,9 @@ class Reply:
     as `usage` unless `include_usage` is false (the field is then left out entirely, and a
     stream sends no usage chunk even when the client asks for one). `reasoning` is sent as the
     message's `reasoning_content`, streamed in pieces before the content, as reasoning models'
-    providers send it.
+    providers send it. A streamed reply with `pause` = (word, event) stops after the chunk
+    whose content holds `word` until the event is set: the text so far has reached the client,
+    the rest has not.
     """
 
     content: str | None = None
@@ -78,6 +80,7 @@ class Reply:
     error_message: str = ""
     error_type: str = "server_error"
     headers: tuple[tuple[str, str], ...] = ()
+    pause: tuple[str, asyncio.Event] | None = None
 
     @classmethod
     def text(
@@ -91,11 +94,13 @@ class Reply:
         finish_reason: str = "stop",
         reasoning: str | None = None,
         gate: asyncio.Event | None = None,
+        pause: tuple[str, asyncio.Event] | None = None,
     ) -> Reply:
         return cls(
             content=content,
             reasoning=reasoning,
             gate=gate,
+            pause=pause,
             finish_reason=finish_reason,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
@@ -305,7 +310,7 @@ class FakeLLMServer:
             stream_options = body.get("stream_options") or {}
             want_usage = bool(stream_options.get("include_usage")) and reply.include_usage
             chunks = _stream_chunks(reply, model, completion_id, calls, want_usage)
-            return await _send_stream(request, chunks)
+            return await _send_stream(request, chunks, reply.pause)
         return web.json_response(_completion(reply, model, completion_id, calls))
 
     async def _unknown_route(self, request: web.Request) -> web.StreamResponse:
@@ -398,7 +403,9 @@ def _stream_chunks(
 
 
 async def _send_stream(
-    request: web.Request, chunks: Iterator[dict[str, Any]]
+    request: web.Request,
+    chunks: Iterator[dict[str, Any]],
+    pause: tuple[str, asyncio.Event] | None = None,
 ) -> web.StreamResponse:
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -408,9 +415,16 @@ async def _send_stream(
         await response.prepare(request)
         for chunk in chunks:
             await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            if pause is not None and pause[0] in _chunk_content(chunk):
+                await pause[1].wait()
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
     return response
+
+
+def _chunk_content(chunk: dict[str, Any]) -> str:
+    choices = chunk.get("choices") or [{}]
+    return str((choices[0].get("delta") or {}).get("content") or "")
 
 
 class _CountingServer(FakeLLMServer):

@@ -23,8 +23,10 @@ from omniforge_client.models import (
     Conversation,
     ConversationDetail,
     ConversationPage,
+    CostOrder,
     CostReport,
     GroupBy,
+    Me,
     Task,
     TaskAccepted,
     TaskCosts,
@@ -142,13 +144,19 @@ def get_task(task_id: Id) -> Call[Task]:
     return Call("GET", f"{API}/tasks/{task_id}", _model(Task))
 
 
-def list_tasks(cursor: str | None, status: TaskState | None, limit: int | None) -> Call[TaskPage]:
-    params = _query(status=status, cursor=cursor, limit=limit)
+def list_tasks(
+    cursor: str | None, status: TaskState | None, agent: str | None, limit: int | None
+) -> Call[TaskPage]:
+    params = _query(status=status, agent=agent, cursor=cursor, limit=limit)
     return Call("GET", f"{API}/tasks", _model(TaskPage), params=params)
 
 
 def cancel_task(task_id: Id) -> Call[Task]:
     return Call("POST", f"{API}/tasks/{task_id}/cancel", _model(Task))
+
+
+def me() -> Call[Me]:
+    return Call("GET", f"{API}/me", _model(Me))
 
 
 def task_chain(task_id: Id) -> Call[Chain]:
@@ -237,8 +245,16 @@ def cost_report(
     until: datetime | date | None,
     group_by: GroupBy | None,
     limit: int | None,
+    split_by: GroupBy | None = None,
+    order: CostOrder | None = None,
 ) -> Call[CostReport]:
-    params = _query(group_by=group_by, limit=limit, **{"from": since, "to": until})
+    params = _query(
+        group_by=group_by,
+        split_by=split_by,
+        order=order,
+        limit=limit,
+        **{"from": since, "to": until},
+    )
     return Call("GET", f"{API}/tenants/{tenant_id}/costs", _model(CostReport), params=params)
 
 

@@ -18,8 +18,10 @@ from omniforge_client.models import (
     Chain,
     Conversation,
     ConversationDetail,
+    CostOrder,
     CostReport,
     GroupBy,
+    Me,
     Page,
     Task,
     TaskAccepted,
@@ -53,10 +55,17 @@ class Tasks(_Resource):
         return self._client.send(_core.get_task(task_id))
 
     def list(
-        self, *, status: TaskState | None = None, page_size: int | None = None
+        self,
+        *,
+        status: TaskState | None = None,
+        agent: str | None = None,
+        page_size: int | None = None,
     ) -> Iterator[Task]:
-        """The tenant's tasks, newest first, fetched page by page as they are iterated."""
-        return self._client.paginate(lambda cursor: _core.list_tasks(cursor, status, page_size))
+        """The tenant's tasks (of `agent` only, if given), newest first, fetched page by page
+        as they are iterated."""
+        return self._client.paginate(
+            lambda cursor: _core.list_tasks(cursor, status, agent, page_size)
+        )
 
     def cancel(self, task_id: Id) -> Task:
         """Stops the run; a task that already finished raises `TaskFinished`."""
@@ -149,10 +158,15 @@ class Costs(_Resource):
         since: datetime | date | None = None,
         until: datetime | date | None = None,
         group_by: GroupBy | None = None,
+        split_by: GroupBy | None = None,
+        order: CostOrder | None = None,
         limit: int | None = None,
     ) -> CostReport:
-        """The tenant's costs from `since` (inclusive) to `until` (exclusive), grouped."""
-        return self._client.send(_core.cost_report(tenant_id, since, until, group_by, limit))
+        """The tenant's costs from `since` (inclusive) to `until` (exclusive), grouped (and
+        split within each group by `split_by`; `order="cost"`: the costliest first)."""
+        return self._client.send(
+            _core.cost_report(tenant_id, since, until, group_by, limit, split_by, order)
+        )
 
     def usage(
         self, tenant_id: str, *, since: date | None = None, until: date | None = None
@@ -197,6 +211,10 @@ class OmniForge:
         self.agents = Agents(self)
         self.tools = Tools(self)
         self.costs = Costs(self)
+
+    def me(self) -> Me:
+        """Who the caller is: its tenant, roles and permissions, and the key it used."""
+        return self.send(_core.me())
 
     def send(self, call: Call[T]) -> T:
         response = self._http.request(call.method, call.path, params=call.params, json=call.body)

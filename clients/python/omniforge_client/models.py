@@ -25,7 +25,8 @@ ChainStatus = Literal[
 StepType = Literal["thinking", "tool_call", "tool_result", "synthesis"]
 VisibilityLevel = Literal["full", "summary", "hidden"]
 StopReason = Literal["max_iterations", "max_cost_usd", "max_tokens", "max_llm_calls"]
-GroupBy = Literal["model", "day", "tool", "task", "user"]
+GroupBy = Literal["model", "day", "tool", "task", "user", "agent"]
+CostOrder = Literal["key", "cost"]
 # Open sets: plugins add tool types, and the service may add error codes.
 ToolType = str
 ErrorCode = str
@@ -418,6 +419,7 @@ class CostGroup(Figures):
     api_schema = "CostGroup"
 
     key: str | None
+    split: str | None = None
 
 
 class CostReport(ApiModel):
@@ -426,6 +428,8 @@ class CostReport(ApiModel):
     from_: datetime = Field(alias="from")
     to: datetime
     group_by: GroupBy | None
+    split_by: GroupBy | None = None
+    order: CostOrder = "key"
     currency: Literal["USD"] = "USD"
     groups: list[CostGroup]
     totals: Figures
@@ -480,3 +484,30 @@ class TaskCosts(ApiModel):
     currency: Literal["USD"] = "USD"
     items: list[TaskCost]
     totals: Figures
+
+
+class TenantRef(ApiModel):
+    api_schema = "TenantRef"
+
+    id: str
+    name: str
+
+
+class ApiKeyRef(ApiModel):
+    api_schema = "ApiKeyRef"
+
+    id: UUID
+    name: str
+
+
+class Me(ApiModel):
+    """Who the caller is: its tenant, roles and permissions, and the API key it used."""
+
+    api_schema = "Me"
+
+    subject: str
+    tenant: TenantRef
+    roles: list[str]
+    permissions: list[str]
+    crosses_tenants: bool
+    api_key: ApiKeyRef | None

@@ -132,3 +132,38 @@ async def test_the_cost_report_sums_the_tenants_calls_exactly(
         (MODEL, 1000, 333)
     ]
     assert usage.totals.cost_usd == expected
+
+
+async def test_who_am_i_tasks_by_agent_and_costs_split_by_agent_and_model(
+    service: Service, tenant: str
+) -> None:
+    service.fake_llm.script(
+        MODEL,
+        Reply.text("one", prompt_tokens=100, completion_tokens=10),
+        Reply.text("two", prompt_tokens=200, completion_tokens=20),
+    )
+    admin_token = service.token(tenant, sub="root", roles=("tenant_admin",))
+    async with AsyncOmniForge(service.base_url, token=admin_token) as admin:
+        await admin.agents.create("scribe", instructions="Write.")
+        me = await admin.me()
+        scribed = await admin.tasks.create("Write", agent="scribe")
+        await admin.tasks.wait(scribed.task_id)
+        plain = await admin.tasks.create("Plain")
+        await admin.tasks.wait(plain.task_id)
+        by_agent = [task.id async for task in admin.tasks.list(agent="scribe")]
+        report = await admin.costs.report(tenant, group_by="agent", split_by="model", order="cost")
+
+    assert (me.subject, me.tenant.id, me.roles, me.api_key) == (
+        "root",
+        tenant,
+        ["tenant_admin"],
+        None,
+    )
+    assert "api_key:configure" in me.permissions
+    assert by_agent == [scribed.task_id]
+    assert report.split_by == "model"
+    assert report.order == "cost"
+    assert [(g.key, g.split, g.cost_usd) for g in report.groups] == [
+        ("default", MODEL, cost_of(200, 20)),
+        ("scribe", MODEL, cost_of(100, 10)),
+    ]

@@ -99,8 +99,12 @@ export const STREAM_EVENTS = [
 // Follows a task's stream until `done`: onEvent(type, data, id) for each event, in order, once.
 // A dropped connection is resumed by the EventSource itself (Last-Event-ID, same ticket); a
 // refused one (the ticket expired) with a new ticket from after the last event seen.
-// Returns a function that stops following.
-export function follow(taskId, onEvent, { onError = () => {} } = {}) {
+// `output_delta` events are live only and carry no SSE `id:`, so an EventSource reports them
+// with the previous event's id: they are never taken for repeats of it (nor move the resume
+// position). Returns a function that stops following.
+const LIVE_ONLY = new Set(["output_delta"]);
+
+export function follow(taskId, onEvent, { onError = () => {}, onOpen = () => {} } = {}) {
   let source = null;
   let stopped = false;
   let lastId = null;
@@ -111,33 +115,41 @@ export function follow(taskId, onEvent, { onError = () => {} } = {}) {
     try {
       ticket = await api(`/api/v1/tasks/${taskId}/stream-ticket`, { method: "POST" });
     } catch (error) {
-      onError(error);
+      if (!stopped) onError(error);
       return;
     }
     if (stopped) return;
-    const target = url(ticket.stream_url.split("?")[0], {
-      ticket: new URLSearchParams(ticket.stream_url.split("?")[1]).get("ticket"),
+    const [path, search] = ticket.stream_url.split("?");
+    const target = url(path, {
+      ticket: new URLSearchParams(search).get("ticket"),
       after: lastId,
     });
     source = new EventSource(target);
+    source.onopen = () => onOpen();
     for (const type of STREAM_EVENTS) {
       source.addEventListener(type, (event) => {
+        if (stopped) return;
         retries = 0;
-        if (lastId !== null && Number(event.lastEventId) <= Number(lastId)) return;
-        lastId = event.lastEventId;
+        if (!LIVE_ONLY.has(type)) {
+          if (lastId !== null && Number(event.lastEventId) <= Number(lastId)) return;
+          lastId = event.lastEventId;
+        }
         onEvent(type, JSON.parse(event.data), event.lastEventId);
         if (type === "done") stop();
       });
     }
     source.onerror = () => {
       if (stopped || source.readyState !== EventSource.CLOSED) return;
-      // Refused (the ticket is no longer valid): a new ticket, after a short pause that grows.
+      // Refused (the ticket is no longer valid, or the task ended with nothing more to
+      // send): a new ticket, after a short pause that grows.
       retries += 1;
       if (retries > 5) {
         onError(new Error("the stream could not be resumed"));
         return;
       }
-      setTimeout(open, Math.min(8000, 250 * 2 ** retries));
+      setTimeout(() => {
+        if (!stopped) open();
+      }, Math.min(8000, 250 * 2 ** retries));
     };
   }
 

@@ -1,14 +1,38 @@
 // The console's frame: navigation by what the caller's roles allow, who is signed in, and
 // the page of the current path.
-import { useEffect } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
+import { ErrorNote, Loading } from "./components.jsx";
 import { Link, navigate, useRoute } from "./router.jsx";
 import { useSession } from "./session.js";
 import { AgentPage, AgentsPage } from "./pages/agents.jsx";
 import { ConversationPage, ConversationsPage } from "./pages/conversations.jsx";
-import { CostsPage } from "./pages/costs.jsx";
+import "./pages/costs.css";
 import { SettingsPage, canSeeSettings } from "./pages/settings.jsx";
 import { TaskPage } from "./pages/task.jsx";
 import { TasksPage } from "./pages/tasks.jsx";
+
+// A page loaded on first use: the cost dashboard brings the charting library, which no other
+// page needs, so the console's first load does not carry it.
+function lazy(load) {
+  let loaded = null;
+  return function LazyPage(props) {
+    const [state, setState] = useState({ page: loaded, error: null });
+    useEffect(() => {
+      if (!state.page) {
+        load().then(
+          (page) => setState({ page: (loaded = page), error: null }),
+          (error) => setState({ page: null, error })
+        );
+      }
+    }, []);
+    if (state.error) return <ErrorNote error={state.error} />;
+    if (!state.page) return <Loading what="Loading the page" />;
+    const Page = state.page;
+    return <Page {...props} />;
+  };
+}
+
+const CostsPage = lazy(() => import("./pages/costs.jsx").then((module) => module.CostsPage));
 
 const NAVIGATION = [
   { to: "/tasks", label: "Tasks", allowed: (can) => can("task:read") },
@@ -62,33 +86,35 @@ export function App() {
   return (
     <div class="layout">
       <nav class="sidebar" aria-label="Console">
-        <div class="brand">
-          <span class="brand-mark">◆</span> OmniForge
-        </div>
-        <ul>
-          {NAVIGATION.filter((item) => item.allowed(can)).map((item) => (
-            <li key={item.to}>
-              <Link
-                to={item.to}
-                class={route.path.startsWith(item.to) ? "active" : ""}
-                aria-current={route.path.startsWith(item.to) ? "page" : undefined}
-              >
-                {item.label}
-              </Link>
-            </li>
-          ))}
-        </ul>
-        <div class="whoami">
-          <div class="tenant" title="Tenant">
-            {me.tenant.name} <span class="mono muted">({me.tenant.id})</span>
+        <div class="sidebar-inner">
+          <div class="brand">
+            <span class="brand-mark">◆</span> OmniForge
           </div>
-          <div class="subject" title="Signed in as">
-            {me.api_key ? `key “${me.api_key.name}”` : me.subject}
+          <ul>
+            {NAVIGATION.filter((item) => item.allowed(can)).map((item) => (
+              <li key={item.to}>
+                <Link
+                  to={item.to}
+                  class={route.path.startsWith(item.to) ? "active" : ""}
+                  aria-current={route.path.startsWith(item.to) ? "page" : undefined}
+                >
+                  {item.label}
+                </Link>
+              </li>
+            ))}
+          </ul>
+          <div class="whoami">
+            <div class="tenant" title="Tenant">
+              {me.tenant.name} <span class="mono muted">({me.tenant.id})</span>
+            </div>
+            <div class="subject" title="Signed in as">
+              {me.api_key ? `key “${me.api_key.name}”` : me.subject}
+            </div>
+            <div class="roles">{me.roles.join(", ") || "no roles"}</div>
+            <button class="link" onClick={signOut}>
+              Sign out
+            </button>
           </div>
-          <div class="roles">{me.roles.join(", ") || "no roles"}</div>
-          <button class="link" onClick={signOut}>
-            Sign out
-          </button>
         </div>
       </nav>
       <main class="content">{content}</main>

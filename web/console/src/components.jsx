@@ -70,6 +70,7 @@ const STATUS_TONES = {
   revoked: "bad",
   expired: "warn",
   ready: "good",
+  ok: "good",
   error: "bad",
   unknown: "neutral",
 };
@@ -96,13 +97,28 @@ export function IdLink({ to, id }) {
   );
 }
 
-// A form field with its label; `error` names a field problem from the API.
+// A form field: the label names the control (its accessible name is the label alone); the
+// hint sits below it.
 export function Field({ label, hint, children }) {
   return (
-    <label class="field">
-      <span class="field-label">{label}</span>
-      {children}
+    <div class="field">
+      <label class="field-control">
+        <span class="field-label">{label}</span>
+        {children}
+      </label>
       {hint && <span class="field-hint">{hint}</span>}
-    </label>
+    </div>
+  );
+}
+
+// "Load more" under a list of `usePaged` (hooks.js), while the API has more pages.
+export function LoadMore({ list }) {
+  if (!list.next) return null;
+  return (
+    <div class="load-more">
+      <button type="button" class="small" disabled={list.loading} onClick={list.more}>
+        {list.loading ? "Loading…" : "Load more"}
+      </button>
+    </div>
   );
 }

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useLayoutEffect, useRef, useState } from "preact/hooks";
 import { api } from "./api.js";
 
 // Loads `path` (with `query`) and again whenever they change; `reload()` on demand.
@@ -17,7 +17,9 @@ export function useApi(path, query) {
       if (mine === generation.current) setState({ data: null, error, loading: false });
     }
   }, [key]);
-  useEffect(() => {
+  // Started as soon as the page is drawn in memory, not a frame later: a request waits for
+  // nothing on screen.
+  useLayoutEffect(() => {
     load();
   }, [load]);
   return { ...state, reload: load };
@@ -38,4 +40,34 @@ export function useAction(action) {
     }
   };
   return [run, state];
+}
+
+// A list the API pages with `next_cursor`: the first page, and more on demand.
+export function usePaged(path, query) {
+  const [state, setState] = useState({ items: [], next: null, error: null, loading: true });
+  const key = `${path}?${new URLSearchParams(query || {})}`;
+  const generation = useRef(0);
+  const load = useCallback(
+    async (cursor) => {
+      const mine = ++generation.current;
+      setState((old) => ({ ...old, loading: true }));
+      try {
+        const page = await api(path, { query: { ...query, cursor } });
+        if (mine !== generation.current) return;
+        setState((old) => ({
+          items: cursor ? [...old.items, ...page.items] : page.items,
+          next: page.next_cursor,
+          error: null,
+          loading: false,
+        }));
+      } catch (error) {
+        if (mine === generation.current) setState((old) => ({ ...old, error, loading: false }));
+      }
+    },
+    [key],
+  );
+  useLayoutEffect(() => {
+    load(null);
+  }, [load]);
+  return { ...state, reload: () => load(null), more: () => load(state.next) };
 }

@@ -19,14 +19,20 @@ function Console() {
       setProblem(error);
     });
     (async () => {
+      // Who is signed in is asked beside the config, not after it (unless the identity
+      // provider just sent the person back, when the config says how to finish).
+      const returning = new URLSearchParams(location.search).has("code");
+      const who = hasCredential() && !returning ? api("/api/v1/me") : null;
+      who?.catch(() => {});
       const loaded = await api("/console/config.json", { token: "" }).catch(() => ({ oidc: null }));
       setConfig(loaded);
       try {
-        if (loaded.oidc) {
+        if (loaded.oidc && returning) {
           const signedIn = await finishProviderSignIn(loaded.oidc);
           if (signedIn) setMe(signedIn);
+        } else if (who) {
+          setMe(await who);
         }
-        if (hasCredential()) setMe(await api("/api/v1/me"));
       } catch (error) {
         setProblem(error);
       } finally {

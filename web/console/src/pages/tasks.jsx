@@ -1,5 +1,311 @@
-import { Page } from "../components.jsx";
+// The tenant's tasks, newest first: filters by status and agent, pages on demand, a form to
+// submit a task (which then opens its live page), and cancelling what still runs.
+import { useEffect, useState } from "preact/hooks";
+import { api, follow } from "../api.js";
+import { Card, Empty, ErrorNote, IdLink, Loading, Page, Status } from "../components.jsx";
+import { count, usd, when } from "../format.js";
+import { useAction, useApi } from "../hooks.js";
+import { navigate } from "../router.jsx";
+import { useSession } from "../session.js";
+import { agentLabel, excerpt, inputText, mayCancel, wallTime } from "../chain/labels.js";
+import { isFinished } from "../chain/model.js";
+import "./chain.css";
 
-export function TasksPage() {
-  return <Page title="TasksPage">Not built yet.</Page>;
+const STATUSES = ["submitted", "working", "completed", "incomplete", "failed", "cancelled"];
+const PAGE_SIZE = 25;
+// Running tasks of the first page whose streams the list follows to learn when they end. A
+// browser opens at most 6 connections to a host over HTTP/1.1: the page keeps the others.
+const FOLLOWED = 3;
+
+// The agents a task may name (the newest versions; `default` first), read page by page.
+function useAgents() {
+  const [agents, setAgents] = useState(null);
+  const [error, setError] = useState(null);
+  useEffect(() => {
+    let active = true;
+    (async () => {
+      const all = [];
+      let cursor = null;
+      try {
+        do {
+          const page = await api("/api/v1/agents", { query: { cursor, limit: 200 } });
+          all.push(...page.items);
+          cursor = page.next_cursor;
+        } while (cursor && all.length < 1000);
+        if (active) setAgents(all);
+      } catch (failure) {
+        if (active) setError(failure);
+      }
+    })();
+    return () => {
+      active = false;
+    };
+  }, []);
+  return { agents, error };
+}
+
+function SubmitForm({ agents }) {
+  const [agent, setAgent] = useState("");
+  const [model, setModel] = useState("");
+  const [input, setInput] = useState("");
+  const [streamOutput, setStreamOutput] = useState(true);
+  const models = useApi(agent ? null : "/api/v1/models");
+  const [submit, state] = useAction((body) => api("/api/v1/tasks", { method: "POST", body }));
+
+  const onSubmit = async (event) => {
+    event.preventDefault();
+    const body = { input, stream_output: streamOutput };
+    if (agent) body.agent = agent;
+    else if (model) body.model = model;
+    const accepted = await submit(body);
+    if (accepted) navigate(`/tasks/${accepted.task_id}`);
+  };
+
+  return (
+    <Card title="Run a task" class="submit-card">
+      <form onSubmit={onSubmit} aria-label="Run a task">
+        <div class="inline-fields submit-choices">
+          <label class="field">
+            <span class="field-label">Agent</span>
+            <select value={agent} onChange={(event) => setAgent(event.currentTarget.value)}>
+              <option value="">No agent (pick a model)</option>
+              {(agents || []).map((item) => (
+                <option key={item.name} value={item.name}>
+                  {item.name}
+                  {item.builtin ? " (built in)" : ` v${item.version}`}
+                </option>
+              ))}
+            </select>
+          </label>
+          {!agent && (
+            <label class="field">
+              <span class="field-label">Model</span>
+              <select value={model} onChange={(event) => setModel(event.currentTarget.value)}>
+                <option value="">The default model</option>
+                {(models.data?.items || []).map((item) => (
+                  <option key={item.name} value={item.name}>
+                    {item.name}
+                    {item.default ? " (default)" : ""}
+                  </option>
+                ))}
+              </select>
+            </label>
+          )}
+          <label class="checkbox">
+            <input
+              type="checkbox"
+              checked={streamOutput}
+              onChange={(event) => setStreamOutput(event.currentTarget.checked)}
+            />
+            Stream output
+          </label>
+        </div>
+        <label class="field">
+          <span class="field-label">Input</span>
+          <textarea
+            value={input}
+            rows={3}
+            placeholder="What should the agent do?"
+            onInput={(event) => setInput(event.currentTarget.value)}
+            required
+          />
+        </label>
+        <ErrorNote error={state.error} />
+        <button class="primary" type="submit" disabled={state.busy || !input.trim()}>
+          {state.busy ? "Submitting…" : "Run task"}
+        </button>
+      </form>
+    </Card>
+  );
+}
+
+function CancelCell({ task, onCancelled }) {
+  const [cancel, state] = useAction(() =>
+    api(`/api/v1/tasks/${task.id}/cancel`, { method: "POST" }),
+  );
+  return (
+    <>
+      <button
+        class="small danger"
+        disabled={state.busy}
+        aria-label={`Cancel task ${task.id.slice(0, 8)}`}
+        onClick={async () => {
+          const cancelled = await cancel();
+          if (cancelled) onCancelled(cancelled);
+        }}
+      >
+        Cancel
+      </button>
+      {state.error && (
+        <span class="cell-error" role="alert">
+          {state.error.message}
+        </span>
+      )}
+    </>
+  );
+}
+
+export function TasksPage({ query }) {
+  const session = useSession();
+  const { can } = session;
+  const [status, setStatus] = useState(query.get("status") || "");
+  const [agent, setAgent] = useState(query.get("agent") || "");
+  const { agents, error: agentsError } = useAgents();
+  const first = useApi("/api/v1/tasks", { status, agent, limit: PAGE_SIZE });
+  const [more, setMore] = useState([]);
+  const [cursor, setCursor] = useState(null);
+  const [changed, setChanged] = useState({});
+  const [loadMore, moreState] = useAction(async () => {
+    const page = await api("/api/v1/tasks", { query: { status, agent, cursor, limit: PAGE_SIZE } });
+    setMore((old) => [...old, ...page.items]);
+    setCursor(page.next_cursor);
+  });
+
+  useEffect(() => {
+    setMore([]);
+    setCursor(first.data?.next_cursor ?? null);
+  }, [first.data]);
+
+  const filter = (name, value) => {
+    const next = { status, agent, [name]: value };
+    if (name === "status") setStatus(value);
+    else setAgent(value);
+    const search = Object.fromEntries(Object.entries(next).filter(([, v]) => v));
+    navigate("/tasks", { query: Object.keys(search).length ? search : undefined, replace: true });
+  };
+
+  // While tasks of the first page run, the page follows the streams of the newest of them and
+  // reads the list again when one ends: no timer. (Not once more pages are shown: reading
+  // the first page anew would drop them; Refresh does it on demand.)
+  const running = (first.data?.items || [])
+    .filter((task) => !isFinished(task.status))
+    .slice(0, FOLLOWED)
+    .map((task) => task.id)
+    .join(",");
+  useEffect(() => {
+    if (!running || more.length > 0) return undefined;
+    const stops = running.split(",").map((id) =>
+      follow(id, (type) => {
+        if (type === "done") first.reload();
+      }),
+    );
+    return () => stops.forEach((stop) => stop());
+  }, [running, more.length, first.reload]);
+
+  const tasks = [...(first.data?.items || []), ...more].map((task) => {
+    const mine = changed[task.id];
+    return mine && (isFinished(mine.status) || !isFinished(task.status)) ? mine : task;
+  });
+  const canCancel = can("task:cancel");
+
+  return (
+    <Page title="Tasks" subtitle="Every task of your tenant, newest first.">
+      {can("task:create") && <SubmitForm agents={agents} />}
+      <Card
+        title="Tasks"
+        actions={
+          <form class="inline-fields filters" role="search" aria-label="Filter tasks" onSubmit={(event) => event.preventDefault()}>
+            <label class="field">
+              <span class="field-label">Status</span>
+              <select value={status} onChange={(event) => filter("status", event.currentTarget.value)}>
+                <option value="">Any status</option>
+                {STATUSES.map((value) => (
+                  <option key={value} value={value}>
+                    {value}
+                  </option>
+                ))}
+              </select>
+            </label>
+            <label class="field">
+              <span class="field-label">Agent</span>
+              <select
+                value={agent}
+                onChange={(event) => filter("agent", event.currentTarget.value)}
+              >
+                <option value="">Any agent</option>
+                {(agents || []).map((item) => (
+                  <option key={item.name} value={item.name}>
+                    {item.name}
+                  </option>
+                ))}
+              </select>
+            </label>
+            <button type="button" onClick={() => first.reload()} disabled={first.loading}>
+              Refresh
+            </button>
+          </form>
+        }
+      >
+        <ErrorNote error={agentsError} />
+        <ErrorNote error={first.error} />
+        {first.loading && !first.data ? (
+          <Loading what="Loading the tasks" />
+        ) : tasks.length === 0 && !first.error ? (
+          <Empty>
+            {status || agent ? "No task matches these filters." : "No task yet. Run one above."}
+          </Empty>
+        ) : (
+          tasks.length > 0 && (
+            <div class="table-scroll">
+              <table class="tasks-table" aria-label="Tasks">
+                <thead>
+                  <tr>
+                    <th>Task</th>
+                    <th>Status</th>
+                    <th>Agent</th>
+                    <th>Input</th>
+                    <th class="number">Tokens</th>
+                    <th class="number">Cost</th>
+                    <th>Created</th>
+                    <th class="number">Duration</th>
+                    {canCancel && <th><span class="visually-hidden">Actions</span></th>}
+                  </tr>
+                </thead>
+                <tbody>
+                  {tasks.map((task) => (
+                    <tr key={task.id} data-task-id={task.id}>
+                      <td>
+                        <IdLink to={`/tasks/${task.id}`} id={task.id} />
+                      </td>
+                      <td>
+                        <Status value={task.status} />
+                      </td>
+                      <td class="mono">{agentLabel(task)}</td>
+                      <td class="input-cell" title={inputText(task)}>
+                        {excerpt(inputText(task), 70)}
+                      </td>
+                      <td class="number">{count(task.usage.total_tokens)}</td>
+                      <td class="number">{usd(task.usage.total_cost_usd)}</td>
+                      <td class="nowrap">{when(task.created_at)}</td>
+                      <td class="number nowrap">{wallTime(task)}</td>
+                      {canCancel && (
+                        <td class="nowrap">
+                          {mayCancel(session, task) && (
+                            <CancelCell
+                              task={task}
+                              onCancelled={(cancelled) =>
+                                setChanged((old) => ({ ...old, [cancelled.id]: cancelled }))
+                              }
+                            />
+                          )}
+                        </td>
+                      )}
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )
+        )}
+        {cursor && (
+          <div class="load-more">
+            <ErrorNote error={moreState.error} />
+            <button onClick={() => loadMore()} disabled={moreState.busy}>
+              {moreState.busy ? "Loading…" : "Load more"}
+            </button>
+          </div>
+        )}
+      </Card>
+    </Page>
+  );
 }

@@ -1,0 +1,152 @@
+// A task's chain as the console draws it, built from the chain the API reads back or from
+// the task's stream, event by event. Only what the API sent is kept: a step may arrive whole
+// or as a summary (no payload, `visibility.summary`), hidden steps never arrive.
+
+export const FINISHED = new Set(["completed", "incomplete", "failed", "cancelled"]);
+
+export function isFinished(status) {
+  return FINISHED.has(status);
+}
+
+export function initialChain(task) {
+  return {
+    status: task?.status ?? null,
+    steps: [],
+    live: {}, // call step id → { attempt, content, reasoning }: an LLM call's reply so far
+    progress: {}, // call step id → { message, fraction, reports }: a tool's last report
+    metrics: task?.usage ?? null,
+    answer: task?.result ?? null,
+    output: task?.output ?? null,
+    stopReason: task?.stop_reason ?? null,
+    error: task?.error_code ? { code: task.error_code, message: task.error_message } : null,
+    warning: null,
+    following: false,
+    ended: false,
+    loaded: false, // the whole chain was read (a finished task)
+  };
+}
+
+function withStep(steps, step) {
+  if (steps.some((known) => known.id === step.id)) return steps;
+  const next = [...steps, step];
+  // Steps come in order; a resumed stream could only repeat, never reorder, but keep it sure.
+  next.sort((a, b) => a.step_number - b.step_number);
+  return next;
+}
+
+// The reducer: `action` is [type, data] — a stream event, or "loaded" / "following".
+export function chainReducer(state, [type, data]) {
+  switch (type) {
+    case "reset": // another task (or the same one, anew)
+      return initialChain(data);
+    case "loaded": // a finished chain read whole: GET /tasks/{id}/chain
+      return {
+        ...state,
+        steps: [...data.steps].sort((a, b) => a.step_number - b.step_number),
+        metrics: data.metrics ?? state.metrics,
+        loaded: true,
+      };
+    case "following":
+      return { ...state, following: data };
+    case "task_status":
+      return { ...state, status: data.state };
+    case "reasoning_step":
+      return { ...state, steps: withStep(state.steps, data.step), metrics: data.metrics };
+    case "output_delta": {
+      const known = state.live[data.step_id];
+      // A retried call streams again from the start, with the next attempt.
+      const base =
+        known && known.attempt === data.attempt
+          ? known
+          : { attempt: data.attempt, content: "", reasoning: "" };
+      const field = data.kind === "reasoning" ? "reasoning" : "content";
+      return {
+        ...state,
+        live: { ...state.live, [data.step_id]: { ...base, [field]: base[field] + data.delta } },
+      };
+    }
+    case "tool_progress": {
+      const known = state.progress[data.step_id];
+      return {
+        ...state,
+        progress: {
+          ...state.progress,
+          [data.step_id]: {
+            message: data.message,
+            fraction: data.fraction,
+            reports: (known?.reports ?? 0) + 1,
+          },
+        },
+      };
+    }
+    case "budget_warning":
+      return { ...state, warning: data, metrics: data.metrics };
+    case "chain_completed":
+      return {
+        ...state,
+        answer: data.answer,
+        output: data.output,
+        stopReason: data.stop_reason,
+        metrics: data.metrics,
+      };
+    case "chain_failed":
+      return {
+        ...state,
+        error: { code: data.error_code, message: data.error_message, details: data.details },
+        metrics: data.metrics,
+      };
+    case "done":
+      return { ...state, status: data.final_state, following: false, ended: true };
+    default:
+      return state;
+  }
+}
+
+export function isLLMCall(step) {
+  const call = step.tool_call;
+  return Boolean(call) && (call.tool_type === "llm" || call.tool_name === "llm");
+}
+
+// The timeline: each step in order, a tool call carrying the result that completes it.
+// A result whose call the reader does not see (or not whole) stands alone.
+export function timeline(steps) {
+  const results = new Map();
+  for (const step of steps) {
+    if (step.tool_result) results.set(step.tool_result.correlation_id, step);
+  }
+  const paired = new Set();
+  const entries = [];
+  for (const step of steps) {
+    if (step.tool_call) {
+      const result = results.get(step.tool_call.correlation_id) ?? null;
+      if (result) paired.add(result.id);
+      entries.push({ step, result });
+    } else {
+      entries.push({ step, result: null });
+    }
+  }
+  return entries.filter(({ step }) => !paired.has(step.id));
+}
+
+// The answer as it is being written: the reply of the newest LLM call the reader sees whole,
+// while it streams, and once it ended without asking for tools (until the chain's answer
+// comes). A call that ends with tool calls was not the answer; the next one may be.
+export function draftAnswer(state) {
+  if (state.answer !== null && state.answer !== undefined) return null;
+  const results = new Map();
+  for (const step of state.steps) {
+    if (step.tool_result) results.set(step.tool_result.correlation_id, step.tool_result);
+  }
+  for (let index = state.steps.length - 1; index >= 0; index -= 1) {
+    const step = state.steps[index];
+    if (!isLLMCall(step)) continue;
+    const result = results.get(step.tool_call.correlation_id);
+    if (result) {
+      const reply = result.result;
+      const asked = Array.isArray(reply?.tool_calls) && reply.tool_calls.length > 0;
+      return result.success && !asked && typeof reply?.content === "string" ? reply.content : null;
+    }
+    return state.live[step.id]?.content || null;
+  }
+  return null;
+}
