@@ -27,6 +27,7 @@ async def test_every_console_path_serves_the_shell_under_a_strict_policy(
     policy = response.headers["content-security-policy"]
     assert "default-src 'self'" in policy
     assert "script-src 'self';" in policy
+    assert "style-src 'self';" in policy  # no inline styles either
     assert "connect-src 'self';" in policy  # no identity provider configured
     assert response.headers["x-content-type-options"] == "nosniff"
 
