@@ -1,6 +1,6 @@
-# Sourced by scripts/run and scripts/test: builds the service's browser assets (web/: Swagger
-# UI and ReDoc from the locked npm packages) into app/static/, and makes the system Chromium
-# available to the browser tests.
+# Sourced by scripts/run, scripts/test and scripts/bench: builds the service's browser assets
+# (web/: the web console, Swagger UI and ReDoc from the locked npm packages) into app/static/,
+# and makes the system Chromium available to the browser tests and the console benchmark.
 #   ensure_web [required]   `npm ci` when web/package-lock.json changed, then web/build.mjs.
 #                           Without Node: a warning (scripts/run: /docs then answers 503 saying
 #                           how to build), or with `required` an error (scripts/test).
@@ -13,12 +13,12 @@ CHROMIUM=/usr/bin/chromium
 ensure_web() {
     local required="${1:-}"
     if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-        local why="Node.js 18+ with npm is needed to build the API reference's assets (web/)"
+        local why="Node.js 18+ with npm is needed to build the console and the API reference (web/)"
         if [ "$required" = required ]; then
             echo "==> web: $why; install it (apt-get install -y nodejs npm) and run again." >&2
             return 1
         fi
-        echo "==> web: $why; /docs and /redoc answer 503 until they are built." >&2
+        echo "==> web: $why; /console, /docs and /redoc answer 503 until they are built." >&2
         return 0
     fi
     # `npm ci` only when the lock file changed since the last install.
