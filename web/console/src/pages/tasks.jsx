@@ -1,10 +1,10 @@
 // The tenant's tasks, newest first: filters by status and agent, pages on demand, a form to
 // submit a task (which then opens its live page), and cancelling what still runs.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, follow } from "../api.js";
-import { Card, Empty, ErrorNote, IdLink, Loading, Page, Status } from "../components.jsx";
+import { Card, Empty, ErrorNote, IdLink, LoadMore, Loading, Page, Status } from "../components.jsx";
 import { count, usd, when } from "../format.js";
-import { useAction, useApi } from "../hooks.js";
+import { useAction, useApi, usePaged } from "../hooks.js";
 import { navigate } from "../router.jsx";
 import { useSession } from "../session.js";
 import { agentLabel, excerpt, inputText, mayCancel, wallTime } from "../chain/labels.js";
@@ -151,20 +151,10 @@ export function TasksPage({ query }) {
   const [status, setStatus] = useState(query.get("status") || "");
   const [agent, setAgent] = useState(query.get("agent") || "");
   const { agents, error: agentsError } = useAgents();
-  const first = useApi("/api/v1/tasks", { status, agent, limit: PAGE_SIZE });
-  const [more, setMore] = useState([]);
-  const [cursor, setCursor] = useState(null);
+  const list = usePaged("/api/v1/tasks", { status, agent, limit: PAGE_SIZE });
+  const reload = useRef(list.reload);
+  reload.current = list.reload;
   const [changed, setChanged] = useState({});
-  const [loadMore, moreState] = useAction(async () => {
-    const page = await api("/api/v1/tasks", { query: { status, agent, cursor, limit: PAGE_SIZE } });
-    setMore((old) => [...old, ...page.items]);
-    setCursor(page.next_cursor);
-  });
-
-  useEffect(() => {
-    setMore([]);
-    setCursor(first.data?.next_cursor ?? null);
-  }, [first.data]);
 
   const filter = (name, value) => {
     const next = { status, agent, [name]: value };
@@ -177,22 +167,24 @@ export function TasksPage({ query }) {
   // While tasks of the first page run, the page follows the streams of the newest of them and
   // reads the list again when one ends: no timer. (Not once more pages are shown: reading
   // the first page anew would drop them; Refresh does it on demand.)
-  const running = (first.data?.items || [])
+  const paged = list.items.length > PAGE_SIZE;
+  const running = list.items
+    .slice(0, PAGE_SIZE)
     .filter((task) => !isFinished(task.status))
     .slice(0, FOLLOWED)
     .map((task) => task.id)
     .join(",");
   useEffect(() => {
-    if (!running || more.length > 0) return undefined;
+    if (!running || paged) return undefined;
     const stops = running.split(",").map((id) =>
       follow(id, (type) => {
-        if (type === "done") first.reload();
+        if (type === "done") reload.current();
       }),
     );
     return () => stops.forEach((stop) => stop());
-  }, [running, more.length, first.reload]);
+  }, [running, paged]);
 
-  const tasks = [...(first.data?.items || []), ...more].map((task) => {
+  const tasks = list.items.map((task) => {
     const mine = changed[task.id];
     return mine && (isFinished(mine.status) || !isFinished(task.status)) ? mine : task;
   });
@@ -230,17 +222,17 @@ export function TasksPage({ query }) {
                 ))}
               </select>
             </label>
-            <button type="button" onClick={() => first.reload()} disabled={first.loading}>
+            <button type="button" onClick={() => list.reload()} disabled={list.loading}>
               Refresh
             </button>
           </form>
         }
       >
         <ErrorNote error={agentsError} />
-        <ErrorNote error={first.error} />
-        {first.loading && !first.data ? (
+        <ErrorNote error={list.error} />
+        {list.loading && tasks.length === 0 ? (
           <Loading what="Loading the tasks" />
-        ) : tasks.length === 0 && !first.error ? (
+        ) : tasks.length === 0 && !list.error ? (
           <Empty>
             {status || agent ? "No task matches these filters." : "No task yet. Run one above."}
           </Empty>
@@ -297,14 +289,7 @@ export function TasksPage({ query }) {
             </div>
           )
         )}
-        {cursor && (
-          <div class="load-more">
-            <ErrorNote error={moreState.error} />
-            <button onClick={() => loadMore()} disabled={moreState.busy}>
-              {moreState.busy ? "Loading…" : "Load more"}
-            </button>
-          </div>
-        )}
+        <LoadMore list={list} />
       </Card>
     </Page>
   );

@@ -2,6 +2,8 @@
 // an inline confirmation for destructive actions, paged lists, and the quota fields that both
 // the tenant's quotas and an API key's own limits use.
 import { useEffect, useRef, useState } from "preact/hooks";
+import { api } from "../api.js";
+import { useAction, useApi } from "../hooks.js";
 import { ErrorNote } from "../components.jsx";
 
 // The API's message for a field (`body.submissions_per_minute`), if it gave one.
@@ -93,6 +95,30 @@ export function ConfirmButton({ label, ariaLabel, question, confirmLabel, onConf
       </span>
     </span>
   );
+}
+
+// A tenant setting (GET and PUT /api/v1/tenants/{tid}/{name}) edited as a form: `form` is
+// `formOf` what was read, `stored` what the service holds now (`form` is unsaved where it
+// differs), and `save(body)` PUTs it, both becoming `formOf` the answer.
+export function useTenantSetting(tenantId, name, formOf) {
+  const path = `/api/v1/tenants/${encodeURIComponent(tenantId)}/${name}`;
+  const loaded = useApi(path);
+  const [stored, setStored] = useState(null);
+  const [form, setForm] = useState(null);
+  const [put, saving] = useAction((body) => api(path, { method: "PUT", body }));
+  const take = (data) => {
+    setStored(formOf(data));
+    setForm(formOf(data));
+  };
+  useEffect(() => {
+    if (loaded.data) take(loaded.data);
+  }, [loaded.data]);
+  const save = async (body) => {
+    const answer = await put(body);
+    if (answer) take(answer);
+    return answer;
+  };
+  return { loadError: loaded.error, form, setForm, stored, save, saving };
 }
 
 // A short-lived note that something was saved ("Saved.") for a polite live region.

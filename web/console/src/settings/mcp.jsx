@@ -2,13 +2,13 @@
 // ask one for its tools again, remove one (/tenants/{tid}/mcp-servers), and the network
 // allow-list that lets them reach private addresses (/tenants/{tid}/network).
 import { Fragment } from "preact";
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 import { api } from "../api.js";
 import { Card, Empty, ErrorNote, Loading } from "../components.jsx";
 import { count, when } from "../format.js";
 import { useAction, useApi } from "../hooks.js";
 import { useSession } from "../session.js";
-import { ConfirmButton, FormError, Notice, SettingField, fieldError, useNotice } from "./common.jsx";
+import { ConfirmButton, FormError, Notice, SettingField, fieldError, useNotice, useTenantSetting } from "./common.jsx";
 
 const TONES = { ok: "good", error: "bad", unknown: "neutral" };
 
@@ -273,14 +273,9 @@ function RegisterForm({ base, onRegistered }) {
 }
 
 function NetworkCard({ tenantId }) {
-  const path = `/api/v1/tenants/${encodeURIComponent(tenantId)}/network`;
-  const loaded = useApi(path);
-  const [text, setText] = useState(null);
+  const setting = useTenantSetting(tenantId, "network", (network) => network.allow.join("\n"));
+  const { loadError, form: text, setForm: setText, save, saving } = setting;
   const [notice, showNotice] = useNotice();
-  const [save, saving] = useAction((allow) => api(path, { method: "PUT", body: { allow } }));
-  useEffect(() => {
-    if (loaded.data) setText(loaded.data.allow.join("\n"));
-  }, [loaded.data]);
 
   const onSubmit = async (event) => {
     event.preventDefault();
@@ -289,17 +284,13 @@ function NetworkCard({ tenantId }) {
       .split(/[\n,]/)
       .map((entry) => entry.trim())
       .filter(Boolean);
-    const answer = await save(allow);
-    if (answer) {
-      setText(answer.allow.join("\n"));
-      showNotice("Network allow-list saved.");
-    }
+    if (await save({ allow })) showNotice("Network allow-list saved.");
   };
   const messages = (saving.error?.errors || []).map((p) => p.message).join("; ");
   return (
     <Card title="Network allow-list">
-      {loaded.error && <ErrorNote error={loaded.error} />}
-      {!loaded.error && text === null && <Loading />}
+      {loadError && <ErrorNote error={loadError} />}
+      {!loadError && text === null && <Loading />}
       {text !== null && (
         <form onSubmit={onSubmit} aria-label="Network allow-list" noValidate>
           <FormError error={saving.error} placed={(field) => field.startsWith("body.allow")} />

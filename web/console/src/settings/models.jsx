@@ -1,11 +1,9 @@
 // Models: which models the tenant's tasks may use, its default model and output-token caps
 // (GET/PUT /tenants/{tid}/models), beside the models the tenant can use now (GET /models).
-import { useEffect, useState } from "preact/hooks";
-import { api } from "../api.js";
 import { Card, Empty, ErrorNote, Loading } from "../components.jsx";
 import { count } from "../format.js";
-import { useAction, useApi } from "../hooks.js";
-import { FormError, Notice, SettingField, fieldError, useNotice } from "./common.jsx";
+import { useApi } from "../hooks.js";
+import { FormError, Notice, SettingField, fieldError, useNotice, useTenantSetting } from "./common.jsx";
 
 // A price per token (an exact decimal string) as dollars per million tokens, exactly.
 export function perMillion(value) {
@@ -87,18 +85,11 @@ function ModelTable({ models }) {
 }
 
 export function ModelsSection({ tenantId }) {
-  const path = `/api/v1/tenants/${encodeURIComponent(tenantId)}/models`;
-  const loaded = useApi(path);
+  const { loadError, form, setForm, save, saving } = useTenantSetting(tenantId, "models", formOf);
   const models = useApi("/api/v1/models");
-  const [form, setForm] = useState(null);
   const [notice, showNotice] = useNotice();
-  const [save, saving] = useAction((body) => api(path, { method: "PUT", body }));
 
-  useEffect(() => {
-    if (loaded.data) setForm(formOf(loaded.data));
-  }, [loaded.data]);
-
-  if (loaded.error) return <ErrorNote error={loaded.error} />;
+  if (loadError) return <ErrorNote error={loadError} />;
   if (!form) return <Loading what="Loading the model policy" />;
 
   const update = (changes) => setForm((old) => ({ ...old, ...changes }));
@@ -108,7 +99,6 @@ export function ModelsSection({ tenantId }) {
     showNotice(null);
     const answer = await save(bodyOf(form));
     if (answer) {
-      setForm(formOf(answer));
       showNotice("Model policy saved.");
       models.reload();
     }

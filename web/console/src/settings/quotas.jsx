@@ -1,22 +1,7 @@
 // Quotas: the tenant's rate limits, spend windows, waiting time and default task budget
 // (GET/PUT /tenants/{tid}/quotas). PUT replaces every limit: an empty field no longer limits.
-import { useEffect, useState } from "preact/hooks";
-import { api } from "../api.js";
 import { Card, ErrorNote, Loading } from "../components.jsx";
-import { useAction, useApi } from "../hooks.js";
-import {
-  BUDGET_FIELDS,
-  FormError,
-  Notice,
-  QUOTA_GROUPS,
-  QuotaInputs,
-  SettingField,
-  TOOL_TYPES,
-  fieldError,
-  fromText,
-  toText,
-  useNotice,
-} from "./common.jsx";
+import { BUDGET_FIELDS, FormError, Notice, QUOTA_GROUPS, QuotaInputs, SettingField, TOOL_TYPES, fieldError, fromText, toText, useNotice, useTenantSetting } from "./common.jsx";
 
 const TOP_FIELDS = QUOTA_GROUPS.flatMap((group) => group.fields);
 const OTHER_TOOL_TYPES = TOOL_TYPES.filter((type) => type !== "llm");
@@ -58,21 +43,11 @@ function bodyOf(texts) {
 }
 
 export function QuotasSection({ tenantId }) {
-  const path = `/api/v1/tenants/${encodeURIComponent(tenantId)}/quotas`;
-  const loaded = useApi(path);
-  const [texts, setTexts] = useState(null);
-  const [saved, setSaved] = useState(null);
+  const setting = useTenantSetting(tenantId, "quotas", textsOf);
+  const { loadError, form: texts, setForm: setTexts, stored: saved, save, saving } = setting;
   const [notice, showNotice] = useNotice();
-  const [save, saving] = useAction((body) => api(path, { method: "PUT", body }));
 
-  useEffect(() => {
-    if (loaded.data) {
-      setTexts(textsOf(loaded.data));
-      setSaved(textsOf(loaded.data));
-    }
-  }, [loaded.data]);
-
-  if (loaded.error) return <ErrorNote error={loaded.error} />;
+  if (loadError) return <ErrorNote error={loadError} />;
   if (!texts) return <Loading what="Loading the quotas" />;
 
   const dirty = JSON.stringify(texts) !== JSON.stringify(saved);
@@ -80,12 +55,7 @@ export function QuotasSection({ tenantId }) {
   const onSubmit = async (event) => {
     event.preventDefault();
     showNotice(null);
-    const answer = await save(bodyOf(texts));
-    if (answer) {
-      setTexts(textsOf(answer));
-      setSaved(textsOf(answer));
-      showNotice("Quotas saved.");
-    }
+    if (await save(bodyOf(texts))) showNotice("Quotas saved.");
   };
   const toolErrors = OTHER_TOOL_TYPES.some((type) => fieldError(saving.error, `body.tool_calls_per_minute.${type}`));
 

@@ -1,11 +1,9 @@
 // Visibility: how much of each step readers without full access see — per tool type, per tool,
 // per role, plus extra sensitive field names (GET/PUT /tenants/{tid}/visibility).
-import { useEffect, useState } from "preact/hooks";
-import { api } from "../api.js";
+import { useState } from "preact/hooks";
 import { Card, ErrorNote, Loading } from "../components.jsx";
 import { json } from "../format.js";
-import { useAction, useApi } from "../hooks.js";
-import { FormError, Notice, SettingField, TOOL_TYPES, useNotice } from "./common.jsx";
+import { FormError, Notice, SettingField, TOOL_TYPES, useNotice, useTenantSetting } from "./common.jsx";
 
 const LEVELS = ["full", "summary", "hidden"];
 const ROLES_EXAMPLE = '{\n  "viewer": {"tool_types": {"external": "hidden"}, "tools": {"web_fetch": "summary"}}\n}';
@@ -69,18 +67,15 @@ function LevelSelect({ value, onChange, label, allowDefault = true }) {
 }
 
 export function VisibilitySection({ tenantId }) {
-  const path = `/api/v1/tenants/${encodeURIComponent(tenantId)}/visibility`;
-  const loaded = useApi(path);
-  const [form, setForm] = useState(null);
+  const { loadError, form, setForm, save, saving } = useTenantSetting(
+    tenantId,
+    "visibility",
+    formOf,
+  );
   const [problem, setProblem] = useState(null);
   const [notice, showNotice] = useNotice();
-  const [save, saving] = useAction((body) => api(path, { method: "PUT", body }));
 
-  useEffect(() => {
-    if (loaded.data) setForm(formOf(loaded.data));
-  }, [loaded.data]);
-
-  if (loaded.error) return <ErrorNote error={loaded.error} />;
+  if (loadError) return <ErrorNote error={loadError} />;
   if (!form) return <Loading what="Loading the visibility settings" />;
 
   const update = (changes) => setForm((old) => ({ ...old, ...changes }));
@@ -91,11 +86,7 @@ export function VisibilitySection({ tenantId }) {
     const { body, problem: unreadable } = bodyOf(form);
     setProblem(unreadable || null);
     if (unreadable) return;
-    const answer = await save(body);
-    if (answer) {
-      setForm(formOf(answer));
-      showNotice("Visibility settings saved.");
-    }
+    if (await save(body)) showNotice("Visibility settings saved.");
   };
   const error = saving.error;
   const placed = (field) => ["body.tool_types", "body.tools", "body.roles", "body.sensitive_fields"].some((p) => field === p || field.startsWith(`${p}.`));
