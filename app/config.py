@@ -166,10 +166,32 @@ class Settings(BaseSettings):
         default=10.0,
         gt=0,
         description="How often a server renews its lease on its runs; one silent for three "
-        "intervals is presumed dead and its runs end `interrupted`.",
+        "intervals is presumed dead and its runs are resumed by another server.",
     )
     shutdown_grace_s: float = Field(
-        default=5.0, ge=0, description="How long shutdown waits for runs to record their end."
+        default=5.0,
+        ge=0,
+        description="On shutdown, how long runs get to reach a step boundary (a call that must "
+        "not be made twice finishes) before they are handed to another server.",
+    )
+    max_concurrent_runs: int = Field(
+        default=1000,
+        ge=1,
+        le=1_000_000,
+        description="Runs this server takes from the queue at most at once; the rest wait "
+        "for room here or on another server.",
+    )
+    resume: bool = Field(
+        default=True,
+        description="Resume a run whose server stopped from its stored steps (false: such "
+        "runs end `interrupted`).",
+    )
+    max_resumes: int = Field(
+        default=3,
+        ge=0,
+        le=100,
+        description="A run whose server stopped this many times while running it ends "
+        "`interrupted` instead of being resumed again.",
     )
 
     models_file: Path | None = Field(
@@ -204,6 +226,14 @@ class Settings(BaseSettings):
     llm_max_backoff_s: float = Field(default=8.0, ge=0, description="Cap of the backoff.")
     llm_max_output_tokens: int = Field(
         default=4096, ge=1, description="Output cap the agent asks for, and budgets assume."
+    )
+    llm_max_connections: int = Field(
+        default=20_000,
+        ge=1,
+        description="Most connections open to LLM providers at once, in all and to any one "
+        "host: one per call in flight, so a call beyond it waits for one (and may time out). "
+        "Read from the environment when the process starts (LiteLLM takes it at import); "
+        "each needs a file descriptor.",
     )
     output_retries: int = Field(
         default=2,

@@ -1,6 +1,6 @@
-"""`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|console|service|all]
+"""`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|console|service|live|all]
 [--quick]`:
-prints each figure with its conditions."""
+prints each figure with its conditions (`live` is the service's benchmark (b) alone)."""
 
 import argparse
 import logging
@@ -49,6 +49,7 @@ def main() -> None:
             "web",
             "console",
             "service",
+            "live",
             "all",
         ],
         default="all",
@@ -80,6 +81,13 @@ def main() -> None:
         _console(runs=5 if args.quick else 20)
     if args.which in ("service", "all"):
         _service(quick=args.quick)
+    if args.which == "live":
+        print(
+            f"\nService benchmark (b) alone: the app on uvicorn in its own process,"
+            f" {service_suite.database_description()}, a fresh database; a fake LLM server in its"
+            f" own process; load from aiohttp on uvloop; all on {os.cpu_count()} CPUs."
+        )
+        _print_live(service_suite.run_live(quick=args.quick))
 
 
 def _console(runs: int) -> None:
@@ -308,22 +316,36 @@ def _print_sse(r: service_sse_latency.SseLatency) -> None:
 
 def _print_live(r: service_live_chains.LiveChains) -> None:
     met = r.peak_live >= LIVE_CHAINS_TARGET and r.errors == 0
+    plateau = r.plateau()
+    held = f"{plateau[1].at - plateau[0].at:.0f} s" if plateau else "none"
+    settings = ", ".join(f"{name}={value}" for name, value in r.settings.items())
     print(
         f"\n(b) Concurrent live chains per instance\n"
         f"  conditions: {r.tasks} tasks POSTed as fast as accepted ({r.concurrency} concurrent"
         f" POSTs, ~45 B bodies), then each stream read to done; fake LLM answers each call after"
         f" {r.delay_s:g} s; 1 LLM call and 3 steps per task; live = from the stored created_at to"
-        f" finished_at\n"
-        f"  accepted {r.submit_rate:.0f} tasks/s ({r.submit_s:.1f} s), all done after"
-        f" {r.wall_s:.1f} s; outcomes: {r.outcomes}\n"
+        f" finished_at; service settings: {settings or 'defaults'}\n"
+        f"  accepted {r.submit_rate:.0f} tasks/s ({r.submit_s:.1f} s, server at"
+        f" {r.submit_utilisation:.0%} of a core), all done after {r.wall_s:.1f} s;"
+        f" outcomes: {r.outcomes}\n"
         f"    peak live chains {r.peak_live} (target >= {LIVE_CHAINS_TARGET:,} with no error:"
-        f" {_verdict(met)}); peak LLM calls in flight {r.peak_llm_in_flight}"
-        f" ({r.llm_calls} calls)\n"
+        f" {_verdict(met)}); errors {r.errors}; peak active runs {r.peak_active_runs}; peak LLM"
+        f" calls in flight {r.peak_llm_in_flight} ({r.llm_calls} calls,"
+        f" {r.llm_calls - r.tasks:+d} over one per task); server file descriptors at most"
+        f" {r.peak_open_files}\n"
         f"    not completed: {r.failure_reasons or 'none'}\n"
         f"    server RSS {r.rss_before_mb:.0f} MB before, {r.rss_peak_mb:.0f} MB at peak ->"
         f" {r.rss_per_chain_kb:.0f} KB per live chain\n"
+        f"    server event-loop lag (its /metrics histogram, 100-ms timer) on the plateau"
+        f" (>= {service_live_chains.PLATEAU_SHARE:.0%} of peak active runs, {held},"
+        f" {r.lag_samples()} samples): p50 {r.lag_ms(50):.1f} ms, p99 {r.lag_ms(99):.1f} ms;"
+        f" while submitting p50 {r.lag_ms(50, 'submit'):.1f} ms, p99"
+        f" {r.lag_ms(99, 'submit'):.1f} ms; whole run p50 {r.lag_ms(50, 'whole'):.1f} ms,"
+        f" p99 {r.lag_ms(99, 'whole'):.1f} ms\n"
         f"  server stderr: {_problems(r.server_problems)}"
     )
+    for problem, count in r.problem_counts().most_common(5):
+        print(f"    x{count}: {problem[:160]}")
 
 
 def _print_chain(r: service_chain_read.ChainRead) -> None:

@@ -81,6 +81,10 @@ class Proc:
                 return int(line.split()[1]) / 1024
         raise RuntimeError(f"no VmRSS for process {self.pid}")
 
+    def open_files(self) -> int:
+        """File descriptors open now (sockets included)."""
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
     def cpu_s(self) -> float:
         """User + system CPU seconds so far."""
         stat = Path(f"/proc/{self.pid}/stat").read_text()

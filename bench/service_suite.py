@@ -1,9 +1,10 @@
 """The four service benchmarks, each on a fresh service, fake LLM servers and database; in quick
 mode (a smoke run) all four share one service, since its start-up (~9 s, mostly importing
-LiteLLM) would otherwise dominate."""
+LiteLLM) would otherwise dominate. A benchmark may ask for settings of the service; the shared
+one gets them all."""
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import asyncpg  # type: ignore[import-untyped]
 
@@ -43,7 +44,7 @@ FULL = Plan(
     sse_rate=5.0,
     sse_delay_s=20.0,
     live_tasks=10_000,
-    live_delay_s=2.0,
+    live_delay_s=60.0,
     live_concurrency=48,
     chain_requests=500,
     e2e_tasks=2000,
@@ -63,23 +64,34 @@ QUICK = Plan(
 )
 
 
-def _benchmarks(plan: Plan) -> list[tuple[list[float], Callable[[Stack], Awaitable[Result]]]]:
-    """(LLM delays the benchmark needs, the benchmark), in the order they run."""
+@dataclass(frozen=True)
+class Benchmark:
+    llm_delays_s: list[float]  # one fake LLM server per delay
+    measure: Callable[[Stack], Awaitable[Result]]
+    settings: dict[str, str] = field(default_factory=dict)  # `OMNIFORGE_*` of the service
+
+
+def _benchmarks(plan: Plan) -> list[Benchmark]:
+    """The benchmarks in the order they run."""
+    live_settings = service_live_chains.server_settings(
+        plan.live_tasks, plan.live_delay_s, plan.live_concurrency
+    )
     return [
-        (
+        Benchmark(
             [plan.sse_delay_s, service_sse_latency.WARM_UP_DELAY_S],
             lambda s: service_sse_latency.measure(
                 s, plan.sse_tasks, plan.sse_subscribers, plan.sse_rate, plan.sse_delay_s
             ),
         ),
-        (
+        Benchmark(
             [plan.live_delay_s],
             lambda s: service_live_chains.measure(
-                s, plan.live_tasks, plan.live_delay_s, plan.live_concurrency
+                s, plan.live_tasks, plan.live_delay_s, plan.live_concurrency, live_settings
             ),
+            live_settings,
         ),
-        ([], lambda s: service_chain_read.measure(s, plan.chain_requests)),
-        (
+        Benchmark([], lambda s: service_chain_read.measure(s, plan.chain_requests)),
+        Benchmark(
             [service_throughput.DELAY_S],
             lambda s: service_throughput.measure(s, plan.e2e_tasks, plan.e2e_concurrency),
         ),
@@ -110,13 +122,20 @@ def run(quick: bool, report: Callable[[Result], None]) -> None:
     async def main() -> None:
         benchmarks = _benchmarks(plan)
         if quick:
-            delays = [delay for needed, _ in benchmarks for delay in needed]
-            async with stack(delays) as shared:
-                for _, benchmark in benchmarks:
-                    report(await benchmark(shared))
+            delays = [delay for b in benchmarks for delay in b.llm_delays_s]
+            settings = {name: v for b in benchmarks for name, v in b.settings.items()}
+            async with stack(delays, **settings) as shared:
+                for benchmark in benchmarks:
+                    report(await benchmark.measure(shared))
         else:
-            for needed, benchmark in benchmarks:
-                async with stack(needed) as own:
-                    report(await benchmark(own))
+            for benchmark in benchmarks:
+                async with stack(benchmark.llm_delays_s, **benchmark.settings) as own:
+                    report(await benchmark.measure(own))
 
     run_async(main())
+
+
+def run_live(quick: bool) -> service_live_chains.LiveChains:
+    """(b) alone, on a service of its own."""
+    plan = QUICK if quick else FULL
+    return service_live_chains.run(plan.live_tasks, plan.live_delay_s, plan.live_concurrency)

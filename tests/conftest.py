@@ -3,6 +3,7 @@
 
 import os
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from uuid import uuid4
 
@@ -45,14 +46,12 @@ async def _admin_connection() -> asyncpg.Connection:
         )
 
 
-@pytest.fixture(scope="session", params=BACKENDS)
-async def database_url(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[str]:
-    """A fresh database for this test run, built by `alembic upgrade head`; dropped after."""
+@asynccontextmanager
+async def fresh_database(backend: str, directory: Path) -> AsyncIterator[str]:
+    """A new database on `backend`, built by `alembic upgrade head`; dropped after."""
     name = f"omniforge_test_{uuid4().hex[:12]}"
-    if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('sqlite') / name}.db"
+    if backend == "sqlite":
+        url = f"sqlite+aiosqlite:///{directory / name}.db"
     else:
         admin = await _admin_connection()
         try:
@@ -67,12 +66,29 @@ async def database_url(
     finally:
         await database.dispose()
     yield url
-    if request.param == "postgres":
+    if backend == "postgres":
         admin = await _admin_connection()
         try:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+@pytest.fixture(scope="session", params=BACKENDS)
+async def database_url(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[str]:
+    """A fresh database for this test run, shared by its tests (and the service on it)."""
+    async with fresh_database(request.param, tmp_path_factory.mktemp("sqlite")) as url:
+        yield url
+
+
+@pytest.fixture(params=BACKENDS)
+async def own_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[str]:
+    """A database for one test alone: no other test's service claims its queued tasks, and
+    instances the test starts see only its own."""
+    async with fresh_database(request.param, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -136,9 +136,11 @@ async def stored_task(
     runner_id: str | None = None,
     status: TaskState = TaskState.WORKING,
     last_seq: int = 0,
+    created_at: datetime | None = None,
 ) -> tuple[UUID, UUID]:
     """A task and its chain as a run stores them when it starts: `(task_id, chain_id)`."""
-    task_id, chain_id, now = uuid4(), chain_id or uuid4(), datetime.now(UTC)
+    task_id, chain_id = uuid4(), chain_id or uuid4()
+    now = created_at or datetime.now(UTC)
     await log.create(
         {
             "id": task_id,

@@ -28,9 +28,11 @@ from app.chain import (
     TaskState,
     TaskStatusEvent,
     ToolProgressEvent,
+    ToolType,
 )
 from app.chain.budget import WARNING_RATIO, nearly_used
 from app.chain.errors import ChainAbort
+from app.chain.models import ChainDiverged
 from app.llm import LLMGateway
 from app.tools.executor import ToolExecutor
 from app.tools.guards import ToolGuard
@@ -130,6 +132,7 @@ class CoTAgent(ABC):
         )
         output = None if on_delta is None else _Output(on_delta)
         events = _RunEvents(task.id, chain, output)
+        registry = tools or self.executor.registry
         engine = ReasoningEngine(
             chain,
             self.executor,
@@ -144,7 +147,9 @@ class CoTAgent(ABC):
             services=services,
             on_progress=events.progress,
         )
-        return AgentRun(self, task, engine, events)
+        return AgentRun(
+            self, task, engine, events, resumed=chain.replaying, idempotent=registry.idempotent
+        )
 
     async def process_task(
         self, task: AgentTask, *, on_delta: Callable[[OutputDelta], None] | None = None
@@ -183,20 +188,42 @@ class _Output:
 MAX_PROGRESS_PER_CALL = 200
 
 
+class _Released:
+    """Ends a released run's events instead of `done`."""
+
+
+RELEASED = _Released()
+
+
+class RunReleased(BaseException):
+    """Stops a released run at a step boundary: raised where its next call would start. Not
+    an `Exception`, so no agent's error handling takes it for a failed call."""
+
+
 class _RunEvents:
     """The queue of a run's events, counted for its output deltas' places; tools' progress
-    reports join it as `tool_progress` events of the calls under way."""
+    reports join it as `tool_progress` events of the calls under way. Once the run is
+    released nothing more is queued: what it did after that is not its record."""
 
-    __slots__ = ("_chain", "_output", "_per_call", "_task_id", "queue")
+    __slots__ = ("_chain", "_output", "_per_call", "_task_id", "closed", "queue")
 
     def __init__(self, task_id: str, chain: ReasoningChain, output: _Output | None) -> None:
         self._task_id = task_id
         self._chain = chain
         self._output = output
         self._per_call: dict[Any, int] = {}
-        self.queue: asyncio.Queue[ChainEvent] = asyncio.Queue()
+        self.queue: asyncio.Queue[ChainEvent | _Released] = asyncio.Queue()
+        self.closed = False
+
+    def close(self) -> None:
+        """The run is released: its events end here."""
+        if not self.closed:
+            self.closed = True
+            self.queue.put_nowait(RELEASED)
 
     def emit(self, event: ChainEvent) -> None:
+        if self.closed:
+            return
         self.queue.put_nowait(event)
         if self._output is not None:
             self._output.emitted += 1
@@ -228,7 +255,14 @@ class AgentRun:
     """One running task: its chain, its events (one reader), and `cancel`."""
 
     def __init__(
-        self, agent: CoTAgent, task: AgentTask, engine: ReasoningEngine, events: _RunEvents
+        self,
+        agent: CoTAgent,
+        task: AgentTask,
+        engine: ReasoningEngine,
+        events: _RunEvents,
+        *,
+        resumed: bool = False,
+        idempotent: Callable[[str], bool] = lambda name: False,
     ) -> None:
         self.task = task
         self.chain = engine.chain
@@ -241,12 +275,24 @@ class AgentRun:
         self._cancel_details: dict[str, Any] = {}
         self._budget_warned = False
         self._timers: list[asyncio.TimerHandle] = []
+        self._idempotent = idempotent
+        # Calls under way that must not be made twice, by correlation id: a release waits for
+        # them (see `release`).
+        self._unrepeatable: set[Any] = set()
+        self._releasing = False
         self.chain.add_listener(self._on_step)
         self.chain.status = ChainStatus.THINKING
-        self._emit(ChainStartedEvent(task_id=task.id, chain_id=self.chain.id))
-        self._emit(
-            TaskStatusEvent(task_id=task.id, chain_id=self.chain.id, state=TaskState.WORKING)
-        )
+        if resumed:
+            self._emit(
+                TaskStatusEvent(
+                    task_id=task.id, chain_id=self.chain.id, state=TaskState.WORKING, resumed=True
+                )
+            )
+        else:
+            self._emit(ChainStartedEvent(task_id=task.id, chain_id=self.chain.id))
+            self._emit(
+                TaskStatusEvent(task_id=task.id, chain_id=self.chain.id, state=TaskState.WORKING)
+            )
         self._runner = asyncio.create_task(self._run(), name=f"agent-run-{task.id}")
         self._watch_duration()
 
@@ -263,11 +309,19 @@ class AgentRun:
         least one), so a slower reader such as a database writer catches up in one go."""
         try:
             while True:
-                batch = [await self._queue.get()]
+                item = await self._queue.get()
+                if item is RELEASED:
+                    return
+                batch: list[ChainEvent] = [item]  # type: ignore[list-item]
+                released = False
                 while not self._queue.empty():
-                    batch.append(self._queue.get_nowait())
+                    more = self._queue.get_nowait()
+                    if more is RELEASED:
+                        released = True
+                        break
+                    batch.append(more)  # type: ignore[arg-type]
                 yield batch
-                if isinstance(batch[-1], DoneEvent):
+                if released or isinstance(batch[-1], DoneEvent):
                     return
         finally:
             if not self._runner.done():
@@ -287,6 +341,30 @@ class AgentRun:
             self._cancel_code = error_code
             self._cancel_details = details or {}
             self._runner.cancel()
+
+    @property
+    def released(self) -> bool:
+        """Whether the run was released: its events ended without `done`, for another run of
+        the task to go on from what is stored."""
+        return self._events.closed
+
+    def release(self, *, now: bool = False) -> None:
+        """Stops the run without ending its task, so that it can be resumed from its stored
+        steps: at once when every call under way may be made again (LLM calls, idempotent
+        tools) or with `now`; otherwise as soon as the calls that must not be repeated have
+        their results, and before any further call starts. Its events end with the last step
+        it completed (no `done`)."""
+        if self._runner.done() or self._cancel_reason is not None:
+            return
+        self._releasing = True
+        if now or not self._unrepeatable:
+            self._stop_released()
+
+    def _stop_released(self) -> None:
+        if self._runner.done() or self._cancel_reason is not None or self._events.closed:
+            return
+        self._events.close()
+        self._runner.cancel()
 
     def _watch_duration(self) -> None:
         """With a `max_duration_s` budget: a warning at 80 % of it, and a stop at 100 %,
@@ -324,7 +402,13 @@ class AgentRun:
     async def _run(self) -> None:
         try:
             await self._agent.reason(self.task, self._engine)
+        except RunReleased:
+            pass  # its events ended where it stopped (`_on_step`)
+        except ChainDiverged as exc:
+            self._finish(ChainStatus.FAILED, ErrorCode.INTERRUPTED, f"it cannot be resumed: {exc}")
         except asyncio.CancelledError:
+            if self._events.closed:
+                return  # released
             code = self._cancel_code
             status = ChainStatus.CANCELLED if code is ErrorCode.CANCELLED else ChainStatus.FAILED
             self._finish(status, code, self._cancel_reason, self._cancel_details)
@@ -384,6 +468,20 @@ class AgentRun:
         )
 
     def _on_step(self, step: ReasoningStep) -> None:
+        if self._releasing:
+            if step.tool_call is not None:
+                # A released run starts no further call: it stops here, this step unrecorded.
+                self._events.close()
+                raise RunReleased
+            if step.tool_result is not None:
+                self._unrepeatable.discard(step.tool_result.correlation_id)
+                if not self._unrepeatable:
+                    asyncio.get_running_loop().call_soon(self._stop_released)
+        elif step.tool_call is not None and step.tool_call.tool_type is not ToolType.LLM:
+            if not self._idempotent(step.tool_call.tool_name):
+                self._unrepeatable.add(step.tool_call.correlation_id)
+        elif step.tool_result is not None:
+            self._unrepeatable.discard(step.tool_result.correlation_id)
         self._emit(
             ReasoningStepEvent(
                 task_id=self.task.id,

@@ -1,5 +1,6 @@
 """The app factory and its lifespan: every resource is built at start-up, none at import."""
 
+import functools
 import gc
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -30,6 +31,7 @@ from app.api.openapi import install_openapi
 from app.api.secrets.router import router as secrets_router
 from app.api.state import AppState
 from app.api.tasks.router import router as tasks_router
+from app.api.tasks.service import load_run
 from app.api.tasks.tickets import router as stream_tickets_router
 from app.api.tenants.router import router as tenants_router
 from app.api.tools.router import router as tools_router
@@ -47,6 +49,7 @@ from app.security import TokenVerifier
 from app.security.log_masking import install_log_masking
 from app.security.stream_tickets import StreamTickets, install_ticket_masking
 from app.storage import Database, current_revision, head_revision
+from app.storage.notify import notices_for
 from app.storage.run_log import RunLog
 from app.tools.base import BaseTool
 from app.tools.services import NetworkPolicy
@@ -64,12 +67,15 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     tenants = TenantDirectory(database, ttl_s=settings.tenant_cache_s)
     limits = make_limit_store(settings.redis_url)
     try:
-        run_log = RunLog(database)
+        run_log = RunLog(database, notices_for(database))
         runs = RunManager(
             run_log,
             heartbeat_s=settings.runner_heartbeat_s,
             audit_flush_s=settings.audit_flush_s,
             limits=limits,
+            max_runs=settings.max_concurrent_runs,
+            resume=settings.resume,
+            max_resumes=settings.max_resumes,
         )
         # A plugin that cannot be loaded stops the start here, named.
         tools = process_tools(settings, app.state.extra_tools)
@@ -83,11 +89,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         gc.collect()
         gc.freeze()
         revision = await current_revision(database)
-        if revision == head_revision():
-            if settings.env == "development":
-                await ensure_default_tenant(database)
-            await runs.start()
-        else:
+        current = revision == head_revision()
+        if not current:
             logger.error(
                 "database schema at %s, not %s: run `omniforge migrate`", revision, head_revision()
             )
@@ -104,7 +107,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             todos=TodoLists(database),
             mcp=mcp,
         )
-        app.state.omniforge = AppState(
+        state = AppState(
             settings=settings,
             database=database,
             runtime=runtime,
@@ -116,6 +119,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             stream_tickets=StreamTickets.from_settings(settings),
             api_keys=ApiKeys(database, ttl_s=settings.api_key_cache_s),
         )
+        app.state.omniforge = state
+        # Runs accepted by another instance, or before a restart, are rebuilt from the store.
+        runs.use_loader(functools.partial(load_run, state))
+        if current:
+            if settings.env == "development":
+                await ensure_default_tenant(database)
+            await runs.start()
         try:
             yield
         finally:

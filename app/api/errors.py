@@ -19,7 +19,6 @@ from app.runs.errors import (
     ModelNotApproved,
     NotFound,
     TaskAlreadyFinished,
-    TaskRunsElsewhere,
     TenantRefused,
     ToolsNotPermitted,
 )
@@ -61,7 +60,6 @@ AGENT_ARCHIVED = ProblemType("agent-archived", "Agent archived", 409)
 AGENT_BUILTIN = ProblemType("agent-builtin", "Built-in agent", 409)
 MCP_SERVER_EXISTS = ProblemType("mcp-server-exists", "MCP server already exists", 409)
 CONVERSATION_BUSY = ProblemType("conversation-busy", "Conversation busy", 409)
-TASK_ELSEWHERE = ProblemType("task-running-elsewhere", "Task runs on another instance", 409)
 PAYLOAD_TOO_LARGE = ProblemType("payload-too-large", "Request body too large", 413)
 VALIDATION = ProblemType("validation-error", "Invalid request", 422)
 MODEL_NOT_APPROVED = ProblemType("model-not-approved", "Model not approved", 422)
@@ -99,10 +97,6 @@ class Problem(BaseModel):
     )
     retry_after_s: float | None = Field(
         default=None, description="On 429: seconds until the limit admits this request."
-    )
-    runner: str | None = Field(
-        default=None,
-        description="On 409 `task-running-elsewhere`: the instance that runs the task.",
     )
     agent: str | None = Field(
         default=None, description="On 409 `agent-exists` and `agent-archived`: the agent."
@@ -200,8 +194,6 @@ def _as_api_error(exc: Exception) -> ApiError | None:
         case ConversationBusy():
             extra = {} if exc.running is None else {"running_task_id": str(exc.running)}
             return ApiError(CONVERSATION_BUSY, str(exc), extra=extra)
-        case TaskRunsElsewhere():
-            return ApiError(TASK_ELSEWHERE, str(exc), extra={"runner": exc.runner_id})
         case ModelNotApproved():
             errors = [
                 FieldProblem(field=f"body.{p.field}", message=p.message) for p in exc.problems
@@ -336,7 +328,6 @@ def install_error_handlers(app: FastAPI) -> None:
         TenantRefused,
         TenantExists,
         TaskAlreadyFinished,
-        TaskRunsElsewhere,
         InvalidSubmission,
         InvalidCursor,
         RateLimited,

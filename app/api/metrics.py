@@ -1,14 +1,39 @@
 """`GET /metrics`: Prometheus text format; no token, like the health routes (expose it to
 your scraper only)."""
 
-from fastapi import APIRouter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import State
 from app.api.inputs import CheckedRoute
+from app.observability.loop_lag import LoopLag
 
-router = APIRouter(tags=["health"], route_class=CheckedRoute)
+
+@asynccontextmanager
+async def _sample_loop_lag(app: FastAPI) -> AsyncIterator[None]:
+    """Part of the app's lifespan (merged in when the router is included)."""
+    lag = LoopLag()
+    lag.start()
+    app.state.loop_lag = lag
+    try:
+        yield
+    finally:
+        lag.stop()
+
+
+def _loop_lag(request: Request) -> LoopLag:
+    lag: LoopLag = request.app.state.loop_lag
+    return lag
+
+
+LoopLagSampler = Annotated[LoopLag, Depends(_loop_lag)]
+
+router = APIRouter(tags=["health"], route_class=CheckedRoute, lifespan=_sample_loop_lag)
 
 
 @router.get(
@@ -17,7 +42,8 @@ router = APIRouter(tags=["health"], route_class=CheckedRoute)
     response_class=Response,
     responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
 )
-async def metrics(state: State) -> Response:
+async def metrics(state: State, loop_lag: LoopLagSampler) -> Response:
     """Spend, tokens, LLM and tool calls, rate-limit refusals and budget stops by tenant (and
-    model); run durations by final state; active runs and open streams."""
-    return Response(state.runs.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    model); run durations by final state; active runs and open streams; the event loop's lag."""
+    body = state.runs.metrics.render() + loop_lag.render()
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

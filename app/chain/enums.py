@@ -108,3 +108,6 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     # A remote tool's server (MCP) could not be reached or refused the session.
     TOOL_UNAVAILABLE = "tool_unavailable"
+    # The process running a call with side effects stopped before its result was stored;
+    # the resumed run did not make it again (its tool is not `idempotent`).
+    OUTCOME_UNKNOWN = "outcome_unknown"

@@ -25,6 +25,9 @@ class ChainStartedEvent(_Event):
 class TaskStatusEvent(_Event):
     type: Literal["task_status"] = "task_status"
     state: TaskState
+    # Set on the first event of a run resumed after the process running it stopped: the
+    # steps before it were stored then and are not made again.
+    resumed: bool | None = None
 
 
 class ReasoningStepEvent(_Event):

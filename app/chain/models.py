@@ -206,6 +206,32 @@ class ReasoningChain(_Model):
     budget: Budget | None = None
 
     _listeners: list[StepListener] = PrivateAttr(default_factory=list)
+    # The stored steps a resumed run replays (see `replay`).
+    _journal: list["ReasoningStep"] = PrivateAttr(default_factory=list)
+    _results: dict[UUID, "ReasoningStep"] = PrivateAttr(default_factory=dict)
+
+    def replay(self, steps: list["ReasoningStep"]) -> None:
+        """Makes this (empty) chain replay `steps`, the stored steps of an earlier run of the
+        same task: the steps the agent adds are matched against them in order and, where they
+        match, the stored step takes their place (same id, numbers and results) without
+        reaching the listeners, since it is stored and streamed already. A step that does not
+        match raises `ChainDiverged`. Past the last stored step the chain is live again."""
+        if self.steps:
+            raise ValueError("only an empty chain replays")
+        self._journal = list(steps)
+        self._results = {
+            step.tool_result.correlation_id: step for step in steps if step.tool_result is not None
+        }
+
+    @property
+    def replaying(self) -> bool:
+        return len(self.steps) < len(self._journal)
+
+    def recorded_result(self, call: "ReasoningStep") -> "ReasoningStep | None":
+        """The stored result step of a replayed call step, if its result was stored."""
+        if call.tool_call is None:
+            return None
+        return self._results.get(call.tool_call.correlation_id)
 
     def add_listener(self, listener: StepListener) -> None:
         self._listeners.append(listener)
@@ -216,6 +242,8 @@ class ReasoningChain(_Model):
     def add_step(self, step: ReasoningStep) -> ReasoningStep:
         if self.status.is_terminal:
             raise ValueError(f"chain {self.id} is {self.status}; it takes no more steps")
+        if self.replaying:
+            return self._replayed(step)
         step.step_number = len(self.steps) + 1
         self.steps.append(step)
         self.metrics.record(step)
@@ -224,6 +252,16 @@ class ReasoningChain(_Model):
         for listener in self._listeners:
             listener(step)
         return step
+
+    def _replayed(self, step: ReasoningStep) -> ReasoningStep:
+        recorded = self._journal[len(self.steps)]
+        if not _same_step(step, recorded):
+            raise ChainDiverged(recorded, step)
+        self.steps.append(recorded)
+        self.metrics.record(recorded)
+        if self.budget is not None:
+            self.metrics.remaining_budget = remaining(self.budget, self.usage())
+        return recorded
 
     def usage(self) -> Usage:
         """What the chain has used so far, in the units of budgets."""
@@ -267,3 +305,39 @@ class ReasoningChain(_Model):
             if step.tool_call is not None and step.tool_call.correlation_id == correlation_id:
                 return step
         return None
+
+
+class ChainDiverged(Exception):
+    """A resumed run did not do what its stored chain says it did: it cannot go on from it."""
+
+    def __init__(self, recorded: ReasoningStep, step: ReasoningStep) -> None:
+        super().__init__(
+            f"the resumed run did not repeat step {recorded.step_number}: it was "
+            f"{_describe(recorded)}, the run now made {_describe(step)}"
+        )
+        self.step_number = recorded.step_number
+
+
+def _describe(step: ReasoningStep) -> str:
+    if step.tool_call is not None:
+        return f"a call of {step.tool_call.tool_name!r}"
+    return f"a {step.type} step"
+
+
+def _same_step(step: ReasoningStep, recorded: ReasoningStep) -> bool:
+    """Whether a step of a resumed run is the stored one again: its kind and what it says
+    (an LLM call's arguments are recorded compacted, so its tool alone is compared)."""
+    if step.type != recorded.type:
+        return False
+    if step.tool_call is not None and recorded.tool_call is not None:
+        call, stored = step.tool_call, recorded.tool_call
+        if call.tool_name != stored.tool_name:
+            return False
+        return call.tool_type is ToolType.LLM or call.arguments == stored.arguments
+    if step.tool_result is not None and recorded.tool_result is not None:
+        return step.tool_result.correlation_id == recorded.tool_result.correlation_id
+    if step.thinking is not None and recorded.thinking is not None:
+        return step.thinking.thought == recorded.thinking.thought
+    if step.synthesis is not None and recorded.synthesis is not None:
+        return step.synthesis.conclusion == recorded.synthesis.conclusion
+    return False

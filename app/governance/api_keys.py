@@ -15,7 +15,7 @@ from app.governance.quotas import TenantQuotas
 from app.security import AuthenticationFailed, Principal
 from app.security.api_keys import key_subject, new_api_key, secret_digest, well_formed
 from app.security.rbac import Role, crosses_tenants, permissions_of
-from app.storage.api_keys import ApiKeyRepository, key_by_digest, mark_used
+from app.storage.api_keys import ApiKeyRepository, key_by_digest, key_by_id, mark_used
 from app.storage.audit import AuditRepository
 from app.storage.database import Database
 from app.storage.records import ApiKeyRecord
@@ -130,6 +130,22 @@ class ApiKeys:
             raise AuthenticationFailed("the API key has expired")
         if record.last_used_at is None or now - record.last_used_at >= USE_RECORDED_EVERY:
             await self._mark_used(digest, record, now)
+        principal = Principal(
+            subject=key_subject(record.prefix),
+            tenant_id=record.tenant_id,
+            roles=frozenset(record.roles),
+            api_key=str(record.id),
+        )
+        quotas = None if record.quotas is None else TenantQuotas.model_validate(record.quotas)
+        return KeyGrant(principal, record.id, record.name, quotas)
+
+    async def grant(self, key_id: UUID) -> KeyGrant | None:
+        """A key's grant by id, revoked or expired or not (None when it no longer exists):
+        the limits a task submitted with it ran under, for its run to go on under them."""
+        async with self._database.read() as connection:
+            record = await key_by_id(connection, key_id)
+        if record is None:
+            return None
         principal = Principal(
             subject=key_subject(record.prefix),
             tenant_id=record.tenant_id,

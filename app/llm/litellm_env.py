@@ -2,20 +2,51 @@
 
 Without LITELLM_LOCAL_MODEL_COST_MAP, importing LiteLLM fetches its price map from the
 internet; tokenizer downloads for some model names stall for ~24 s. Both are switched off.
+LiteLLM also sizes its connection pool (aiohttp, used by the OpenAI SDK path too) from the
+environment at import, 500 connections per host unless told, and a call beyond the pool waits
+for a connection: `OMNIFORGE_LLM_MAX_CONNECTIONS` is put there first.
 """
 
 import os
 
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# `Settings.llm_max_connections`' default: the settings object (which this package may not
+# import) validates the same variable at start-up; a test keeps the two defaults equal.
+DEFAULT_MAX_CONNECTIONS = 20_000
+
+
+class _ImportTimeSettings(BaseSettings):
+    """What LiteLLM takes from the environment as it is imported, before the settings object
+    is built: read alone, so that no other setting is checked this early."""
+
+    model_config = SettingsConfigDict(env_prefix="OMNIFORGE_", extra="ignore")
+
+    llm_max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1)
+
+
+def _max_connections() -> int:
+    try:
+        return _ImportTimeSettings().llm_max_connections
+    except ValidationError:
+        return DEFAULT_MAX_CONNECTIONS  # the settings object refuses it, with its message
+
+
+_pool_size = str(_max_connections())
+os.environ["AIOHTTP_CONNECTOR_LIMIT"] = _pool_size
+os.environ["AIOHTTP_CONNECTOR_LIMIT_PER_HOST"] = _pool_size
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_DISABLE_BUG_REPORT_LINK", "true")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
-import litellm
-from litellm import CustomLLM, Router
-from litellm.router_utils.pre_call_checks.io_token_rate_limit_check import (
+# LiteLLM reads the environment as it is imported: these imports must follow the lines above.
+import litellm  # noqa: E402
+from litellm import CustomLLM, Router  # noqa: E402
+from litellm.router_utils.pre_call_checks.io_token_rate_limit_check import (  # noqa: E402
     deployment_has_io_token_limits,
 )
-from litellm.types.utils import ModelResponse, Usage
+from litellm.types.utils import ModelResponse, Usage  # noqa: E402
 
 litellm.suppress_debug_info = True
 litellm.disable_hf_tokenizer_download = True

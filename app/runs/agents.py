@@ -110,3 +110,22 @@ async def resolve_agent(
 def definition_document(definition: AgentDefinition) -> dict[str, Any]:
     """A definition as stored: only what is set, in JSON types."""
     return definition.model_dump(mode="json", exclude_defaults=True)
+
+
+async def agent_version(
+    connection: AsyncConnection, tenant_id: str, name: str | None, version: int | None
+) -> ResolvedAgent | None:
+    """The exact agent version a stored task ran, archived or not (None when it is gone):
+    what its run is resumed with. Tasks from before agents ran the built-in default."""
+    if name is None or name == DEFAULT_AGENT:
+        return BUILTIN_AGENT
+    record = await AgentRepository(connection, tenant_id).get(name, version)
+    if record is None or (version is not None and record.version != version):
+        return None
+    return ResolvedAgent(
+        record.name,
+        record.version,
+        AgentDefinition.model_validate(record.definition),
+        record.id,
+        record.archived,
+    )

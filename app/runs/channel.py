@@ -80,7 +80,11 @@ class RunChannel:
     """The events of one live run, from seq 1, in order and without gaps; and its live deltas,
     each after the event it follows."""
 
-    def __init__(self, *, delta_buffer: int = DELTA_BUFFER) -> None:
+    def __init__(self, *, delta_buffer: int = DELTA_BUFFER, first_seq: int = 1) -> None:
+        # A resumed run's channel starts after the events stored before it: those come from
+        # the store.
+        self.first_seq = first_seq
+        self._base = first_seq - 1
         self._events: list[StreamEvent] = []
         self._deltas: deque[LiveDelta] = deque(maxlen=delta_buffer)
         # Deltas ever pushed: a subscriber's position among them, however many the buffer lost.
@@ -90,12 +94,16 @@ class RunChannel:
 
     @property
     def last_seq(self) -> int:
-        return len(self._events)
+        return self._base + len(self._events)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def publish(self, events: Sequence[StreamEvent]) -> None:
         if self._closed:
             raise RuntimeError("the run's stream is closed")
-        for offset, event in enumerate(events, start=len(self._events) + 1):
+        for offset, event in enumerate(events, start=self.last_seq + 1):
             if event.seq != offset:
                 raise ValueError(f"event {event.seq} published where {offset} was due")
         self._events.extend(events)
@@ -140,6 +148,8 @@ class RunChannel:
         whole text. `None` (KEEPALIVE) after each idle `keepalive_s`. Ends when the channel
         is closed and its events read to the end. A follower more than the buffer behind on
         deltas skips those the buffer no longer holds."""
+        if after < self._base:
+            raise ValueError(f"the channel starts after {self._base}, not {after}")
         fresh = after == 0 if buffered is None else buffered
         seen = self._pushed - len(self._deltas) if fresh else self._pushed
         return self._follow(after, seen, keepalive_s)
@@ -147,13 +157,13 @@ class RunChannel:
     async def _follow(
         self, after: int, seen: int, keepalive_s: float | None
     ) -> AsyncGenerator[StreamItem, None]:
-        index = after
+        index = after - self._base
         while True:
             if seen < self._pushed:
                 oldest = self._pushed - len(self._deltas)
                 seen = max(seen, oldest)
                 delta = self._deltas[seen - oldest]
-                if delta.after <= index:
+                if delta.after <= index + self._base:
                     seen += 1
                     if delta.after >= after:
                         yield delta

@@ -77,3 +77,16 @@ async def rebuild(
         messages.extend(turn_messages(turn.request, turn.steps))
     running = next((t.task_id for t in turns if not t.status.is_terminal), None)
     return History(done + len(turns), messages, running)
+
+
+async def history_before(
+    connection: AsyncConnection, tenant_id: str, conversation_id: UUID, turn: int
+) -> list[dict[str, Any]]:
+    """The messages of the conversation's turns before turn `turn`: what that turn's run
+    started from (rebuilt when it is resumed)."""
+    turns = await ConversationRepository(connection, tenant_id).history(conversation_id)
+    messages: list[dict[str, Any]] = []
+    for stored in turns:
+        if stored.turn < turn:
+            messages.extend(turn_messages(stored.request, stored.steps))
+    return messages

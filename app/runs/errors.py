@@ -20,19 +20,6 @@ class TaskAlreadyFinished(Exception):
         self.status = status
 
 
-class TaskRunsElsewhere(Exception):
-    """Another live instance runs the task: only it may write the task's events."""
-
-    def __init__(self, task_id: UUID, runner_id: str) -> None:
-        super().__init__(
-            f"task {task_id} runs on another instance ({runner_id}), which alone can stop it; "
-            "send the request to that instance, or again once cancellation travels between "
-            "instances"
-        )
-        self.task_id = task_id
-        self.runner_id = runner_id
-
-
 class NotFound(Exception):
     """No such resource in the caller's tenant (another tenant's ids are not found either)."""
 

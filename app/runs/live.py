@@ -31,7 +31,8 @@ class LiveRun:
     run: AgentRun
     recorder: RunRecorder
     labels: RunLabels
-    # Its stored events, in order: what is published here is in the database.
+    # Its stored events, in order: what is published here is in the database (a resumed
+    # run's from the first it stores).
     channel: RunChannel = field(default_factory=RunChannel)
     costs: list[CostRecord] = field(default_factory=list)
     # Held so the event loop's weak reference is not the only one to the reading task.

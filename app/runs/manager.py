@@ -1,5 +1,6 @@
-"""RunManager: starts each task as an asyncio task of this process, records its events as they
-happen (the writer stores, then publishes them), and owns cancellation and recovery."""
+"""RunManager: takes tasks from the queue every instance shares, runs each as an asyncio task of
+this process, records its events as they happen (the writer stores, then publishes them), and
+owns cancellation, hand-over and resume."""
 
 import asyncio
 import contextlib
@@ -7,7 +8,7 @@ import functools
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ from app.chain import (
     DoneEvent,
     ErrorCode,
     ReasoningChain,
+    ReasoningStep,
     TaskState,
 )
 from app.chain.models import utc_now
@@ -41,16 +43,17 @@ from app.runs.conversations import ConversationHistories
 from app.runs.errors import (
     InvalidSubmission,
     ModelNotApproved,
-    TaskRunsElsewhere,
     ToolsNotPermitted,
 )
 from app.runs.live import LiveRun, output_to
 from app.runs.metrics import RunLabels, RunMetrics
 from app.runs.models import Attachment, RunPolicy, TaskSubmission
 from app.runs.recorder import RunRecorder, closing_events, event_row
+from app.runs.waiters import TaskWaiters
 from app.runs.writer import RunWriter
 from app.security import Principal
 from app.security.visibility import ReaderView, VisibilityPolicy
+from app.storage.notify import CANCEL, EVENTS, QUEUE
 from app.storage.records import TaskRecord
 from app.storage.run_log import RunLog, RunnerLease, TooManyUnfinished
 from app.storage.text import dump_model
@@ -82,9 +85,37 @@ class Turn:
     history: list[dict[str, Any]]
 
 
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """What a task's run is started from: who submitted it and what they may do, what they
+    submitted, its agent version, the conversation before it and its files. The instance
+    that accepted the task has it at hand; any other rebuilds it from the stored task
+    (`RunLoader`)."""
+
+    principal: Principal
+    submission: TaskSubmission
+    policy: RunPolicy
+    agent: ResolvedAgent
+    history: list[dict[str, Any]]
+    attachments: Sequence[Attachment]
+
+
+class Unresumable(Exception):
+    """A stored task whose run cannot be started again (its agent version is gone...)."""
+
+
+RunLoader = Callable[[TaskRecord], Awaitable[RunStart]]
+
+
 class RunManager:
-    """The runs of this process. Also the runtime's `CostRecorder`: a run's cost records are
-    written in the same transaction as the steps that follow them."""
+    """The runs of this process, taken from the queue every instance shares. Also the
+    runtime's `CostRecorder`: a run's cost records are written in the same transaction as
+    the steps that follow them.
+
+    A submitted task is stored in the queue (`submitted`, no owner); any instance with room
+    claims it (woken by a notice, never polling), runs it and records its events. A run whose
+    instance stops is given back to the queue (on `stop`, or by the others once its lease
+    lapses) and resumed by whoever claims it next, from its stored steps."""
 
     def __init__(
         self,
@@ -94,6 +125,9 @@ class RunManager:
         audit_flush_s: float = 0.2,
         limits: LimitStore | None = None,
         metrics: RunMetrics | None = None,
+        max_runs: int = 1000,
+        resume: bool = True,
+        max_resumes: int = 3,
     ) -> None:
         self._log = log
         # Tenants' windows (submissions, calls, tokens, cost), shared by every instance when
@@ -106,11 +140,24 @@ class RunManager:
         # Tenant windows already filled from the calls recorded before this process held them.
         self._remembered: set[str] = set()
         self._runtime: AgentRuntime | None = None
+        self._loader: RunLoader | None = None
         self._tool_sensitive_fields: frozenset[str] = frozenset()
         self._audit_levels: dict[str, str] = {}
         self._runs: dict[UUID, LiveRun] = {}
-        # Tasks stored but not yet live (between their rows and their run): not orphans.
-        self._admitting: set[UUID] = set()
+        # Claimed tasks whose runs are being started.
+        self._starting: set[UUID] = set()
+        # What tasks accepted here are started from, should this instance claim them.
+        self._accepted: dict[UUID, RunStart] = {}
+        # Cancels asked of tasks being started here.
+        self._cancels: set[UUID] = set()
+        self._waiters = TaskWaiters()
+        self.max_runs = max_runs
+        self._resume = resume
+        self._max_resumes = max_resumes
+        self._wake = asyncio.Event()
+        self._claimer: asyncio.Task[None] | None = None
+        self._draining = False
+        self._background: set[asyncio.Task[Any]] = set()
         self.metrics.count_active_runs(lambda: len(self._runs))
         self._heartbeat_s = heartbeat_s
         self._heartbeat: asyncio.Task[None] | None = None
@@ -120,6 +167,11 @@ class RunManager:
             pid=os.getpid(),
             started_at=utc_now(),
         )
+        notices = log.notices
+        notices.listen(QUEUE, lambda _: self._wake.set())
+        notices.listen(EVENTS, self._waiters.stored)
+        notices.listen(CANCEL, self._cancel_requested)
+        notices.on_reconnect.append(self._missed_notices)
 
     @property
     def runner_id(self) -> str:
@@ -127,15 +179,19 @@ class RunManager:
 
     @property
     def lease_s(self) -> float:
-        """A runner silent for this long is presumed dead and its runs are ended."""
+        """A runner silent for this long is presumed dead and its runs are resumed elsewhere."""
         return 3 * self._heartbeat_s
 
     async def start(self) -> None:
-        """Registers this process as a runner, ends runs whose runner is gone, and keeps the
-        lease renewed (each renewal also ends runs of runners whose lease lapsed)."""
+        """Registers this process as a runner, takes back the runs of runners that are gone,
+        starts claiming from the queue, and keeps the lease renewed (each renewal also gives
+        back to the queue the runs of runners whose lease lapsed)."""
+        await self._log.notices.start()
         await self._log.register_runner(self.lease)
         await self.recover()
+        self._claimer = asyncio.create_task(self._claim_loop(), name="run-claimer")
         self._heartbeat = asyncio.create_task(self._keep_lease(), name="runner-lease")
+        self._wake.set()
 
     def attach(self, runtime: AgentRuntime) -> None:
         """The runtime is built with this manager as its cost recorder, then attached."""
@@ -145,6 +201,10 @@ class RunManager:
             name for definition in definitions for name in definition.visibility.sensitive_fields
         )
         self._audit_levels = {d.name: d.permissions.audit_level for d in definitions}
+
+    def use_loader(self, loader: RunLoader) -> None:
+        """What rebuilds the start of a task accepted elsewhere (or before a restart)."""
+        self._loader = loader
 
     @property
     def runtime(self) -> AgentRuntime:
@@ -160,6 +220,10 @@ class RunManager:
     @property
     def active_runs(self) -> int:
         return len(self._runs)
+
+    @property
+    def waiters(self) -> TaskWaiters:
+        return self._waiters
 
     def channel(self, task_id: UUID) -> RunChannel | None:
         live = self._runs.get(task_id)
@@ -250,102 +314,6 @@ class RunManager:
             or self.runtime.settings.default_model
         )
 
-    async def submit(
-        self,
-        principal: Principal,
-        submission: TaskSubmission,
-        policy: RunPolicy,
-        agent: ResolvedAgent = BUILTIN_AGENT,
-        turn: Turn | None = None,
-        attachments: Sequence[Attachment] = (),
-    ) -> SubmittedTask:
-        """Stores the task and its chain, then starts `agent` on it; returns once both rows
-        exist. `attachments` are the files given to it (its own and its conversation's,
-        checked to be its tenant's). Refuses (`RateLimited`) a task over its tenant's
-        submission rate or concurrent runs, and (`ConversationBusy`) a turn while another turn
-        of its conversation runs."""
-        self.validate(submission, policy, agent)
-        runtime = self.runtime
-        quotas = policy.quotas
-        try:
-            grant = await admit_submission(self.limits, principal.tenant_id, quotas)
-        except RateLimited as exc:
-            self.metrics.submission_refused(principal.tenant_id, exc.refusal.limit)
-            raise
-        key_grant = None
-        if policy.key_quotas is not None and policy.key_scope is not None:
-            try:
-                key_grant = await admit_submission(self.limits, policy.key_scope, policy.key_quotas)
-            except RateLimited as exc:
-                self.metrics.submission_refused(principal.tenant_id, exc.refusal.limit)
-                if grant is not None:
-                    await self.limits.release(grant)
-                raise
-        task_id, now = uuid4(), utc_now()
-        tools = policy.tools
-        services = (
-            None
-            if tools is None
-            else await tools.services(task_id, [str(a.file_id) for a in attachments])
-        )
-        model = self.model_of(submission, policy, agent)
-        spec = agent.definition
-        budget = (submission.budget or Budget()).over(spec.budget)
-        if policy.key_quotas is not None:
-            budget = budget.over(policy.key_quotas.default_budget)
-        budget = budget.over(quotas.default_budget)
-        chain = ReasoningChain(
-            task_id=str(task_id),
-            agent_id=agent.ref,
-            tenant_id=principal.tenant_id,
-            started_at=now,
-            budget=None if budget.is_empty else budget,
-        )
-        if quotas.limits_runs:
-            await self._remember(principal.tenant_id, policy)
-        self._admitting.add(task_id)
-        try:
-            await self._create(
-                principal, submission, policy, task_id, chain, model, now, agent, turn, attachments
-            )
-        except BaseException:
-            self._admitting.discard(task_id)
-            for admitted in (grant, key_grant):  # a task that was not accepted does not count
-                if admitted is not None:
-                    await self.limits.release(admitted)
-            raise
-        # From here to the run being live nothing awaits: no request can see the task
-        # between its rows and its run.
-        task = AgentTask(
-            id=str(task_id),
-            input=submission.input,
-            messages=None
-            if submission.messages is None
-            else [m.model_dump(exclude_none=True) for m in submission.messages],
-            tenant_id=principal.tenant_id,
-            user_id=principal.subject,
-            model=model,
-            tools=_tools_of(submission, policy, agent) if policy.executes_tools else [],
-            roles=policy.roles,
-            metadata=submission.metadata,
-            history=[] if turn is None else turn.history,
-            attachments=[a.description for a in attachments],
-        )
-        models = policy.models
-        restricts_models = models.approved is not None or bool(models.max_output_tokens)
-        run = runtime.agent_for(spec.spec()).start(
-            task,
-            chain=chain,
-            on_delta=output_to(self._runs, task_id) if submission.stream_output else None,
-            guards=self._guards(chain, principal.tenant_id, policy),
-            models=models if restricts_models else None,
-            tools=None if tools is None else tools.registry,
-            services=services,
-        )
-        submitted = self._follow(principal, policy, run, task_id, chain)
-        self._admitting.discard(task_id)
-        return submitted
-
     async def _remember(self, tenant_id: str, policy: RunPolicy) -> None:
         """Before this process first enforces a tenant's window: what the tenant's calls
         recorded within it used (so a restart does not forget the day's spend)."""
@@ -382,6 +350,104 @@ class RunManager:
             guards.append(QuotaGuard(self.limits, policy.key_scope, key_quotas))
         return guards
 
+    async def record_audit(self, rows: list[dict[str, Any]]) -> None:
+        """Stores audit rows with the next group the writer commits; returns once stored."""
+        await self._writer.record_audit(rows)
+
+    def queue_audit(self, rows: list[dict[str, Any]]) -> None:
+        """Queues audit rows to be stored with the next group, at most `audit_flush_s` later."""
+        self._writer.queue_audit(rows)
+
+    async def submit(
+        self,
+        principal: Principal,
+        submission: TaskSubmission,
+        policy: RunPolicy,
+        agent: ResolvedAgent = BUILTIN_AGENT,
+        turn: Turn | None = None,
+        attachments: Sequence[Attachment] = (),
+    ) -> SubmittedTask:
+        """Stores the task and its chain in the queue, for any instance with room to run
+        `agent` on it; returns once both rows exist. `attachments` are the files given to it
+        (its own and its conversation's, checked to be its tenant's). Refuses (`RateLimited`)
+        a task over its tenant's submission rate or concurrent runs, and
+        (`ConversationBusy`) a turn while another turn of its conversation runs."""
+        self.validate(submission, policy, agent)
+        quotas = policy.quotas
+        try:
+            grant = await admit_submission(self.limits, principal.tenant_id, quotas)
+        except RateLimited as exc:
+            self.metrics.submission_refused(principal.tenant_id, exc.refusal.limit)
+            raise
+        key_grant = None
+        if policy.key_quotas is not None and policy.key_scope is not None:
+            try:
+                key_grant = await admit_submission(self.limits, policy.key_scope, policy.key_quotas)
+            except RateLimited as exc:
+                self.metrics.submission_refused(principal.tenant_id, exc.refusal.limit)
+                if grant is not None:
+                    await self.limits.release(grant)
+                raise
+        task_id, now = uuid4(), utc_now()
+        model = self.model_of(submission, policy, agent)
+        spec = agent.definition
+        budget = (submission.budget or Budget()).over(spec.budget)
+        if policy.key_quotas is not None:
+            budget = budget.over(policy.key_quotas.default_budget)
+        budget = budget.over(quotas.default_budget)
+        chain = ReasoningChain(
+            task_id=str(task_id),
+            agent_id=agent.ref,
+            tenant_id=principal.tenant_id,
+            started_at=now,
+            budget=None if budget.is_empty else budget,
+        )
+        if quotas.limits_runs:
+            await self._remember(principal.tenant_id, policy)
+        # Should this instance claim it, it starts from this rather than from the store.
+        self._accepted[task_id] = RunStart(
+            principal,
+            submission,
+            policy,
+            agent,
+            [] if turn is None else turn.history,
+            attachments,
+        )
+        # With room here it is claimed as it is stored, and started at once; otherwise it
+        # waits in the queue for room here or on another instance.
+        direct = not self._draining and self._room() > 0
+        if direct:
+            self._starting.add(task_id)
+        try:
+            task = await self._create(
+                principal,
+                submission,
+                policy,
+                task_id,
+                chain,
+                model,
+                now,
+                agent,
+                turn,
+                attachments,
+                owner=self.runner_id if direct else None,
+            )
+        except BaseException:
+            self._accepted.pop(task_id, None)
+            self._starting.discard(task_id)
+            for admitted in (grant, key_grant):  # a task that was not accepted does not count
+                if admitted is not None:
+                    await self.limits.release(admitted)
+            raise
+        if direct:
+            await self._launch(task)
+        else:
+            self._wake.set()
+        return SubmittedTask(task_id, chain.id, TaskState.SUBMITTED)
+
+    def _room(self) -> int:
+        return self.max_runs - len(self._runs) - len(self._starting)
+
     async def _create(
         self,
         principal: Principal,
@@ -394,9 +460,11 @@ class RunManager:
         agent: ResolvedAgent,
         turn: Turn | None,
         attachments: Sequence[Attachment],
-    ) -> None:
-        """Stores the task and its chain; refuses it over its tenant's concurrent runs, or
-        while its conversation has a turn running."""
+        *,
+        owner: str | None,
+    ) -> TaskRecord:
+        """Stores the task and its chain, in the queue or claimed by `owner`; refuses it over
+        its tenant's concurrent runs, or while its conversation has a turn running."""
         task = {
             "id": task_id,
             "tenant_id": principal.tenant_id,
@@ -407,11 +475,13 @@ class RunManager:
             "model": model,
             "budget": None if chain.budget is None else chain.budget.model_dump(mode="json"),
             "last_seq": 0,
-            "runner_id": self.runner_id,
+            "runner_id": owner,
             "agent_name": agent.name,
             "agent_version": agent.version,
             "conversation_id": None if turn is None else turn.conversation_id,
             "file_ids": [str(a.file_id) for a in attachments] or None,
+            "roles": sorted(principal.roles),
+            "api_key_id": None if principal.api_key is None else UUID(principal.api_key),
             "created_at": now,
         }
         chain_row = {
@@ -437,18 +507,165 @@ class RunManager:
                 f"tenant limit concurrent_runs ({exc.limit}) reached: {exc.unfinished} tasks "
                 "are unfinished; submit again when one has finished",
             ) from exc
+        return TaskRecord.model_validate(
+            {
+                **task,
+                "usage": chain.metrics,
+                "final_answer": None,
+                "error_code": None,
+                "error_message": None,
+                "started_at": None,
+                "finished_at": None,
+            }
+        )
+
+    # --- the queue -----------------------------------------------------------------------
+
+    async def _claim_loop(self) -> None:
+        """Claims tasks while this instance has room, each time something may have changed:
+        a task was queued (here or elsewhere), a run here ended, notices were missed."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._draining:
+                return
+            room = self._room()
+            if room <= 0:
+                continue
+            try:
+                claimed = await self._log.claim(self.runner_id, room)
+            except Exception:
+                logger.warning("claiming queued tasks failed; trying again", exc_info=True)
+                await asyncio.sleep(1.0)
+                self._wake.set()
+                continue
+            for task in claimed:
+                self._starting.add(task.id)
+                self._spawn(self._launch(task), f"launch-{task.id}")
+            if len(claimed) == room:
+                self._wake.set()  # there may be more
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coroutine, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _launch(self, task: TaskRecord) -> None:
+        """Starts a claimed task's run: new, or resumed from its stored steps. A task whose
+        cancel was asked, or whose run cannot be resumed, is ended instead."""
+        accepted = self._accepted.pop(task.id, None)
+        try:
+            resumed = not task.is_queued
+            if task.cancel_reason is not None or task.id in self._cancels:
+                reason = task.cancel_reason or "cancelled"
+                await self._end_unstarted(task, TaskState.CANCELLED, ErrorCode.CANCELLED, reason)
+                return
+            if resumed and not self._resume:
+                raise Unresumable("resuming runs is turned off (OMNIFORGE_RESUME=false)")
+            if resumed and task.resumes >= self._max_resumes:
+                raise Unresumable(
+                    f"it was resumed {task.resumes} times and its instance stopped each time"
+                )
+            start = accepted
+            if start is None:
+                if self._loader is None:
+                    raise Unresumable("this instance cannot rebuild runs")
+                start = await self._loader(task)
+            steps = await self._stored_steps(task) if resumed else []
+            await self._start_run(task, start, steps, resumed=resumed)
+        except Unresumable as exc:
+            await self._end_unstarted(
+                task,
+                TaskState.FAILED,
+                ErrorCode.INTERRUPTED,
+                f"the run could not go on after its instance stopped: {exc}",
+            )
+        except Exception as exc:
+            logger.exception("starting task %s failed", task.id)
+            await self._end_unstarted(
+                task,
+                TaskState.FAILED,
+                ErrorCode.INTERNAL_ERROR,
+                f"its run could not be started ({type(exc).__name__})",
+            )
+        finally:
+            self._starting.discard(task.id)
+            self._cancels.discard(task.id)
+
+    async def _stored_steps(self, task: TaskRecord) -> list[ReasoningStep]:
+        return [
+            ReasoningStep.model_validate_json(step)
+            for step in await self._log.chain_steps(task.chain_id)
+        ]
+
+    async def _start_run(
+        self, task: TaskRecord, start: RunStart, steps: list[ReasoningStep], *, resumed: bool
+    ) -> None:
+        runtime = self.runtime
+        principal, submission, policy, agent = (
+            start.principal,
+            start.submission,
+            start.policy,
+            start.agent,
+        )
+        tools = policy.tools
+        services = (
+            None
+            if tools is None
+            else await tools.services(task.id, [str(a.file_id) for a in start.attachments])
+        )
+        chain = ReasoningChain(
+            id=task.chain_id,
+            task_id=str(task.id),
+            agent_id=agent.ref,
+            tenant_id=task.tenant_id,
+            started_at=task.started_at or task.created_at,
+            budget=task.budget,
+        )
+        if resumed:
+            chain.replay(steps)
+        agent_task = AgentTask(
+            id=str(task.id),
+            input=submission.input,
+            messages=None
+            if submission.messages is None
+            else [m.model_dump(exclude_none=True) for m in submission.messages],
+            tenant_id=task.tenant_id,
+            user_id=task.user_id,
+            model=task.model,
+            tools=_tools_of(submission, policy, agent) if policy.executes_tools else [],
+            roles=policy.roles,
+            metadata=submission.metadata,
+            history=start.history,
+            attachments=[a.description for a in start.attachments],
+        )
+        models = policy.models
+        restricts_models = models.approved is not None or bool(models.max_output_tokens)
+        # From here to the run being live nothing awaits.
+        run = runtime.agent_for(agent.definition.spec()).start(
+            agent_task,
+            chain=chain,
+            on_delta=output_to(self._runs, task.id) if submission.stream_output else None,
+            guards=self._guards(chain, task.tenant_id, policy),
+            models=models if restricts_models else None,
+            tools=None if tools is None else tools.registry,
+            services=services,
+        )
+        self._follow(principal, policy, run, task, chain)
+        if task.id in self._cancels:
+            run.cancel("cancelled")
 
     def _follow(
         self,
         principal: Principal,
         policy: RunPolicy,
         run: AgentRun,
-        task_id: UUID,
+        task: TaskRecord,
         chain: ReasoningChain,
-    ) -> SubmittedTask:
+    ) -> None:
         """Records the started run's events as they come."""
         auditor = ToolAuditor(
-            task_id=task_id,
+            task_id=task.id,
             chain_id=chain.id,
             actor=principal.subject,
             redactor=ReaderView(
@@ -459,95 +676,156 @@ class RunManager:
             ),
             audit_levels=self._audit_levels,
         )
-        recorder = RunRecorder(task_id, principal.tenant_id, chain, auditor)
-        labels = RunLabels(principal.tenant_id, run.task.model or "")
-        live = LiveRun(task_id, run, recorder, labels)
-        self._runs[task_id] = live
-        live.reader = asyncio.create_task(self._record(live), name=f"record-{task_id}")
-        return SubmittedTask(task_id, chain.id, TaskState.SUBMITTED)
+        recorder = RunRecorder(task.id, task.tenant_id, chain, auditor, last_seq=task.last_seq)
+        labels = RunLabels(task.tenant_id, run.task.model or "")
+        channel = RunChannel(first_seq=task.last_seq + 1)
+        live = LiveRun(task.id, run, recorder, labels, channel=channel)
+        self._runs[task.id] = live
+        live.reader = asyncio.create_task(self._record(live), name=f"record-{task.id}")
 
-    async def record_audit(self, rows: list[dict[str, Any]]) -> None:
-        """Stores audit rows with the next group the writer commits; returns once stored."""
-        await self._writer.record_audit(rows)
+    async def _end_unstarted(
+        self, task: TaskRecord, status: TaskState, error_code: ErrorCode, message: str
+    ) -> bool:
+        """Ends a task this instance owns without running it, with the closing events its
+        stream never got."""
+        try:
+            return await self.end_unattended(
+                task, status=status, error_code=error_code, message=message
+            )
+        except Exception:
+            logger.exception("ending task %s failed; it goes back to the queue", task.id)
+            with contextlib.suppress(Exception):
+                await self._log.release([task.id], self.runner_id, resumed=False)
+            return False
 
-    def queue_audit(self, rows: list[dict[str, Any]]) -> None:
-        """Queues audit rows to be stored with the next group, at most `audit_flush_s` later."""
-        self._writer.queue_audit(rows)
+    # --- cancel ----------------------------------------------------------------------------
 
-    async def cancel(self, task: TaskRecord, reason: str) -> bool:
+    async def cancel(self, task: TaskRecord, reason: str) -> bool | None:
         """Stops the task's run and returns once its end is stored: True when it ended
-        `cancelled`, False when it reached another end first (the cancel lost the race). A
-        task no live process runs is ended here. A run another live process owns is not
-        touched: `TaskRunsElsewhere`."""
+        `cancelled`, False when it reached another end first (the cancel lost the race), None
+        when its owner has not ended it within `lease_s` (the cancel stays asked: whoever
+        runs it next ends it). A queued task is ended without ever starting; a run another
+        instance owns is stopped by that instance, which a notice tells."""
         live = self._runs.get(task.id)
         if live is not None:
             live.run.cancel(reason)
             await live.stored.wait()
+            if live.run.released:  # released as the cancel came: cancel it in the queue
+                return await self.cancel(task, reason)
             return live.recorder.final_state is TaskState.CANCELLED
-        # Until cancellation travels between instances, only a live owner writes its events.
-        if await self._owned_elsewhere(task):
-            raise TaskRunsElsewhere(task.id, task.runner_id or "")
-        return await self.end_unattended(
-            task, status=TaskState.CANCELLED, error_code=ErrorCode.CANCELLED, message=reason
-        )
+        queued = await self._log.claim_task(task.id, self.runner_id)
+        if queued is not None:
+            self._accepted.pop(task.id, None)
+            return await self._end_unstarted(
+                queued, TaskState.CANCELLED, ErrorCode.CANCELLED, reason
+            )
+        with self._waiters.watch(task.id) as stored:
+            asked = await self._log.request_cancel(task.id, reason)
+            if asked is None:
+                return False
+            try:
+                async with asyncio.timeout(self.lease_s):
+                    while True:
+                        stored.clear()
+                        current = await self._log.task(task.id)
+                        if current is None:
+                            return False
+                        if current.is_finished:
+                            return current.status is TaskState.CANCELLED
+                        if current.runner_id is None:  # back in the queue meanwhile
+                            claimed = await self._log.claim_task(task.id, self.runner_id)
+                            if claimed is not None:
+                                return await self._end_unstarted(
+                                    claimed, TaskState.CANCELLED, ErrorCode.CANCELLED, reason
+                                )
+                        await stored.wait()
+            except TimeoutError:
+                return None
+
+    def _cancel_requested(self, payload: str) -> None:
+        """A `CANCEL` notice: a run of this instance is stopped with the reason stored."""
+        try:
+            task_id = UUID(payload)
+        except ValueError:
+            return
+        if task_id in self._starting:
+            self._cancels.add(task_id)
+        if task_id in self._runs:
+            self._spawn(self._cancel_if_asked(task_id), f"cancel-{task_id}")
+
+    def _missed_notices(self) -> None:
+        """Notices may have been lost while the connection was down: everyone looks again."""
+        self._wake.set()
+        self._waiters.wake_all()
+        for live in list(self._runs.values()):
+            self._spawn(self._cancel_if_asked(live.task_id), f"recheck-{live.task_id}")
+
+    async def _cancel_if_asked(self, task_id: UUID) -> None:
+        """Stops a run of this instance whose cancel is asked in the store."""
+        task = await self._log.task(task_id)
+        live = self._runs.get(task_id)
+        if task is not None and task.cancel_reason is not None and live is not None:
+            live.run.cancel(task.cancel_reason)
 
     def run(self, task_id: UUID) -> AgentRun | None:
         """The task's run, if it is live in this process."""
         live = self._runs.get(task_id)
         return None if live is None else live.run
 
-    async def _owned_elsewhere(self, task: TaskRecord) -> bool:
-        owner = task.runner_id
-        if owner is None or owner == self.runner_id:
-            return False
-        return await self._log.runner_alive(owner, lease_s=self.lease_s, now=utc_now())
+    # --- leases, recovery, shutdown --------------------------------------------------------
 
     async def recover(self) -> int:
-        """Ends runs left unfinished by a process that is gone as `failed`/`interrupted`,
-        with the closing events their streams never got; also this process's own tasks that
-        are no longer live in it (a run whose end could not be stored). Returns how many."""
-        ended = 0
-        orphans = await self._log.orphans(self.lease, lease_s=self.lease_s, now=utc_now())
-        for task in orphans:
-            if task.runner_id == self.runner_id:
-                # Told apart now, after the read: a task admitted while it ran is live by now.
-                if task.id in self._runs or task.id in self._admitting:
-                    continue
-                # Its run is gone from this process: its end could not be stored at the time.
-                code, message = ErrorCode.INTERNAL_ERROR, "its run ended without its end stored"
-            else:
-                code = ErrorCode.INTERRUPTED
-                message = "the process running this task stopped before it finished"
-            ended += await self.end_unattended(
-                task, status=TaskState.FAILED, error_code=code, message=message
-            )
-        if ended:
-            logger.warning("ended %d runs that no live process runs any more", ended)
-        return ended
+        """Gives back to the queue the runs of runners that are gone (and runs of this one
+        that are not live in it: their end could not be stored), to be resumed by whoever
+        claims them. Returns how many."""
+        released = await self._log.release_orphans(self.lease, lease_s=self.lease_s, now=utc_now())
+        owned = await self._log.owned(self.runner_id)
+        # Told apart now, after the read: a task claimed while it ran is live or starting.
+        lost = [task_id for task_id in owned if task_id not in self._runs]
+        lost = [task_id for task_id in lost if task_id not in self._starting]
+        if lost:
+            released += await self._log.release(lost, self.runner_id)
+        if released:
+            logger.warning("%d runs of stopped instances are back in the queue", released)
+        return released
 
     async def shutdown(self, grace_s: float) -> None:
-        """Stops every run (`interrupted`) and waits up to `grace_s` for their ends to be
-        stored."""
+        """Ends every run of this process (`interrupted`) and waits up to `grace_s` for their
+        ends to be stored: for tests that must leave nothing running, not for a deploy (that
+        is `stop`, which hands runs over)."""
         lives = list(self._runs.values())
         for live in lives:
             live.run.cancel("the server shut down", ErrorCode.INTERRUPTED)
-        if lives:
-            waits = [asyncio.ensure_future(live.stored.wait()) for live in lives]
-            _, pending = await asyncio.wait(waits, timeout=grace_s)
-            for wait in pending:
-                wait.cancel()
+        await _wait_stored(lives, grace_s)
 
     async def stop(self, grace_s: float) -> None:
-        """Ends every run (`interrupted`), then gives up the lease."""
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            await asyncio.wait([self._heartbeat])
-        await self.shutdown(grace_s)
+        """Drains: claims nothing more, lets each run reach a step boundary within `grace_s`
+        (a call that must not be made twice finishes; others are left to be made again),
+        gives their tasks back to the queue for another instance to resume at once, then
+        gives up the lease."""
+        self._draining = True
+        self._wake.set()
+        for task in (self._claimer, self._heartbeat):
+            if task is not None:
+                task.cancel()
+                await asyncio.wait([task])
+        lives = list(self._runs.values())
+        for live in lives:
+            live.run.release()
+        pending = await _wait_stored(lives, grace_s)
+        for live in pending:
+            live.run.release(now=True)
+        await _wait_stored(pending, max(grace_s, 1.0))
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=1.0)
         await self._writer.close()
         try:
             await self._log.remove_runner(self.runner_id)
         except Exception:  # the lease lapses on its own
             logger.warning("could not remove runner %s", self.runner_id, exc_info=True)
+        await self._log.notices.aclose()
 
     async def _keep_lease(self) -> None:
         while True:
@@ -561,7 +839,8 @@ class RunManager:
     async def _record(self, live: LiveRun) -> None:
         """Numbers a run's events batch by batch and queues them for the writer; ends when
         the run's end is stored. A run whose events cannot be recorded is ended by the writer
-        (`internal_error`), after what was queued of it."""
+        (`internal_error`), after what was queued of it. A released run's task goes back to
+        the queue once what it recorded is stored."""
         try:
             # aclosing: if this fails, closing the batches stops the run at once.
             async with contextlib.aclosing(live.run.event_batches()) as batches:
@@ -573,6 +852,8 @@ class RunManager:
                     self.metrics.observe(live.labels, batch)
                     last = isinstance(batch[-1], DoneEvent)
                     self._writer.queue_batch(live, write, events, last=last)
+            if live.run.released and not live.broken:
+                await self._hand_over(live)
         except Exception as exc:
             logger.exception("recording task %s failed; its run is ended", live.task_id)
             self._writer.queue_end(live, f"its events could not be recorded ({type(exc).__name__})")
@@ -580,6 +861,20 @@ class RunManager:
             await live.stored.wait()
         finally:
             self._runs.pop(live.task_id, None)
+            self._waiters.wake(live.task_id)
+            if not self._draining:
+                self._wake.set()
+
+    async def _hand_over(self, live: LiveRun) -> None:
+        """A released run: once everything it queued is stored, its task goes back to the
+        queue (a resume by whoever claims it) and its followers read on from the store."""
+        try:
+            await self._writer.record_audit([])  # behind everything queued before it
+            await self._log.release([live.task_id], self.runner_id)
+        except Exception:  # the lease check gives it back once this instance is gone
+            logger.warning("handing task %s back to the queue failed", live.task_id, exc_info=True)
+        live.channel.close()
+        live.stored.set()
 
     async def end_unattended(
         self,
@@ -589,8 +884,9 @@ class RunManager:
         error_code: ErrorCode,
         message: str,
     ) -> bool:
-        """Ends a run that no process runs, with the closing events its stream never got;
-        False when it was no longer unfinished, or a live process owns it after all."""
+        """Ends a run this instance owns but does not run, with the closing events its
+        stream never got; False when it was no longer unfinished or no longer this
+        instance's."""
         now = utc_now()
         closing = closing_events(
             task.id,
@@ -607,7 +903,7 @@ class RunManager:
             )
             for offset, event in enumerate(closing, start=1)
         ]
-        return await self._log.end_unattended(
+        return await self._log.end_owned(
             task,
             rows,
             status=status,
@@ -615,8 +911,19 @@ class RunManager:
             message=message,
             at=now,
             me=self.runner_id,
-            lease_s=self.lease_s,
         )
+
+
+async def _wait_stored(lives: Sequence[LiveRun], timeout_s: float) -> list[LiveRun]:
+    """Waits up to `timeout_s` for the runs' ends (or hand-overs) to be stored; returns those
+    still going."""
+    if not lives:
+        return []
+    waits = {asyncio.ensure_future(live.stored.wait()): live for live in lives}
+    _, pending = await asyncio.wait(waits, timeout=timeout_s)
+    for wait in pending:
+        wait.cancel()
+    return [waits[wait] for wait in pending]
 
 
 def _tools_of(

@@ -133,14 +133,20 @@ class RunRecorder:
     with an audit event for every tool call."""
 
     def __init__(
-        self, task_id: UUID, tenant_id: str, chain: ReasoningChain, auditor: ToolAuditor
+        self,
+        task_id: UUID,
+        tenant_id: str,
+        chain: ReasoningChain,
+        auditor: ToolAuditor,
+        *,
+        last_seq: int = 0,
     ) -> None:
         self.task_id = task_id
         self.tenant_id = tenant_id
         self.chain = chain
-        self.last_seq = 0
+        # A resumed run numbers on from its task's last stored event.
+        self.last_seq = last_seq
         self._auditor = auditor
-        self._final_answer: str | None = None
         # The state the run ended in, once its `done` is recorded.
         self.final_state: TaskState | None = None
         # Each open call's tool, by correlation id, so its result step names it too.
@@ -167,8 +173,6 @@ class RunRecorder:
                     self.task_id, self.chain.id, event.timestamp, step_json, latest_metrics, facts
                 )
                 published.append(step_stream_event(seq, parts))
-                if event.step.synthesis is not None:
-                    self._final_answer = event.step.synthesis.conclusion
                 continue
             data = dump_model(event)
             write.events.append(event_row(self.task_id, self.tenant_id, seq, event.type, data))
@@ -239,8 +243,9 @@ class RunRecorder:
                 completed_at=chain.completed_at,
             )
             answered = chain.status in (ChainStatus.COMPLETED, ChainStatus.INCOMPLETE)
+            answer = event.answer if isinstance(event, ChainCompletedEvent) else None
             write.task_changes.update(
-                final_answer=_storable(self._final_answer) if answered else None,
+                final_answer=_storable(answer) if answered else None,
                 error_code=chain.error_code,
                 error_message=_storable(chain.error_message),
             )
@@ -262,6 +267,10 @@ class RunRecorder:
             self._tools[step.tool_call.correlation_id] = tool
         elif step.tool_result is not None:
             tool = self._tools.pop(step.tool_result.correlation_id, None)
+            if tool is None:  # a call a resumed run replayed, and made again
+                call = self.chain.step_by_correlation_id(step.tool_result.correlation_id)
+                if call is not None and call.tool_call is not None:
+                    tool = (call.tool_call.tool_type, call.tool_call.tool_name)
         return StepFacts(
             type=StepType(step.type),
             tool_type=None if tool is None else tool[0],

@@ -1,13 +1,21 @@
 """A task's stream for one subscriber: what it missed, from the store, then live events and
 deltas, as this subscriber may see them."""
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from uuid import UUID
 
 from app.chain import VisibilityLevel
-from app.runs.channel import LiveDelta, StepParts, StreamEvent, StreamItem
+from app.runs.channel import (
+    KEEPALIVE,
+    LiveDelta,
+    RunChannel,
+    StepParts,
+    StreamEvent,
+    StreamItem,
+)
 from app.runs.manager import RunManager
 from app.runs.recorder import step_stream_event, stream_event
 from app.security.visibility import ReaderView
@@ -138,19 +146,86 @@ async def _events(
     *,
     buffered: bool,
 ) -> AsyncIterator[StreamItem]:
-    """A live run's channel holds every event it has published, and publishes only what is
-    stored, so a subscriber that finds the channel needs nothing from the store; one that does
-    not find it is looking at a run whose every event is already stored (and whose deltas are
-    gone: they are never stored)."""
-    channel = manager.channel(task_id)
-    if channel is not None:
-        async for event in channel.follow(after, keepalive_s=keepalive_s, buffered=buffered):
-            yield event
-        return
+    """Every event after `after` through `done`, wherever the run is. A run live here is
+    followed on its channel, which holds every event it has published and publishes only
+    what is stored (a resumed run's channel starts where its predecessor stopped: the store
+    has what came before). Any other run (queued, owned by another instance, between two
+    instances) is read from the store, and read again at each notice that more of it is
+    stored, until `done`; its deltas are not seen here (they are never stored)."""
     while True:
-        page = await log.replay(tenant_id, task_id, chain_id, after=after, limit=REPLAY_PAGE)
-        for stored in page:
-            yield stream_event(task_id, chain_id, stored)
-        if len(page) < REPLAY_PAGE:
-            return
-        after = page[-1].seq
+        channel = _live(manager, task_id, after)
+        if channel is not None:
+            async for event in channel.follow(after, keepalive_s=keepalive_s, buffered=buffered):
+                yield event
+                if event is not None and not isinstance(event, LiveDelta):
+                    after = event.seq
+                    if event.type == DONE:
+                        return
+            continue  # the run was handed over: read on from the store
+        async for event in _stored(manager, log, task_id, tenant_id, chain_id, after, keepalive_s):
+            if event is LIVE_HERE:
+                break
+            yield event
+            if event is not None:
+                after = event.seq
+                if event.type == DONE:
+                    return
+        else:
+            return  # finished, and everything stored was read
+
+
+def _live(manager: RunManager, task_id: UUID, after: int) -> RunChannel | None:
+    """The run's channel, if it is live here and its channel holds what comes after `after`."""
+    channel = manager.channel(task_id)
+    if channel is None or channel.closed or channel.first_seq > after + 1:
+        return None
+    return channel
+
+
+async def _stored(
+    manager: RunManager,
+    log: RunLog,
+    task_id: UUID,
+    tenant_id: str,
+    chain_id: UUID,
+    after: int,
+    keepalive_s: float | None,
+) -> AsyncIterator[StreamEvent | None]:
+    """What is stored after `after`, then more at each notice, until `done`, or until the run
+    becomes live here (the caller then follows its channel), or the task is found finished
+    with nothing more stored."""
+    finished = False
+    with manager.waiters.watch(task_id) as stored:
+        while True:
+            stored.clear()
+            page = await log.replay(tenant_id, task_id, chain_id, after=after, limit=REPLAY_PAGE)
+            for item in page:
+                event = stream_event(task_id, chain_id, item)
+                after = event.seq
+                yield event
+                if event.type == DONE:
+                    return
+            if len(page) == REPLAY_PAGE:
+                continue
+            if finished:  # its end is stored before the task is marked: read once more
+                return
+            if _live(manager, task_id, after) is not None:
+                yield LIVE_HERE
+                return
+            try:
+                async with asyncio.timeout(keepalive_s):
+                    await stored.wait()
+            except TimeoutError:
+                finished = await _finished(log, tenant_id, task_id)
+                if not finished:
+                    yield KEEPALIVE
+
+
+async def _finished(log: RunLog, tenant_id: str, task_id: UUID) -> bool:
+    task = await log.task(task_id)
+    return task is None or task.tenant_id != tenant_id or task.is_finished
+
+
+DONE = "done"
+LIVE_HERE = StreamEvent(0, "live", "")
+"""What `_stored` ends with when the run became live in this process."""

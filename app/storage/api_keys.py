@@ -91,6 +91,12 @@ async def key_by_digest(connection: AsyncConnection, secret_sha256: str) -> ApiK
     return None if row is None else ApiKeyRecord.model_validate(row._mapping)
 
 
+async def key_by_id(connection: AsyncConnection, key_id: UUID) -> ApiKeyRecord | None:
+    """A key by id, of whichever tenant: for the runs of tasks submitted with it."""
+    row = (await connection.execute(select(api_keys).where(api_keys.c.id == key_id))).first()
+    return None if row is None else ApiKeyRecord.model_validate(row._mapping)
+
+
 async def mark_used(connection: AsyncConnection, key_id: UUID, at: datetime) -> None:
     """Records a use, keeping the latest of concurrent ones."""
     c = api_keys.c

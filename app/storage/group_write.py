@@ -151,8 +151,12 @@ GROUP_WRITE = text(
     f"e AS ({_insert('task_events', 'events', _EVENT_COLUMNS)}), "
     f"k AS ({_insert('cost_records', 'costs', _COST_COLUMNS)}), "
     f"a AS ({_insert('audit_events', 'audits', _AUDIT_COLUMNS)}), "
-    f"u AS ({_upsert_usage()}) "
-    "SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s), (SELECT count(*) FROM e)"
+    f"u AS ({_upsert_usage()}), "
+    # Other instances following these runs learn (ids and positions only) at COMMIT.
+    "n AS (SELECT pg_notify('omniforge_events', note) "
+    "FROM unnest(CAST(:notes AS text[])) AS note) "
+    "SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM s), (SELECT count(*) FROM e), "
+    "(SELECT count(*) FROM n)"
 )
 
 

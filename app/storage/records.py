@@ -36,6 +36,13 @@ class TaskRecord(_Record):
     turn: int | None = None
     output: Any = None
     stop_reason: str | None = None
+    file_ids: list[str] | None = None
+    # Who it runs as (NULL on tasks from before the queue: the submitter with no roles).
+    roles: list[str] | None = None
+    api_key_id: UUID | None = None
+    # A cancel requested while another instance ran it.
+    cancel_reason: str | None = None
+    resumes: int = 0
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -43,6 +50,11 @@ class TaskRecord(_Record):
     @property
     def is_finished(self) -> bool:
         return self.status.is_terminal
+
+    @property
+    def is_queued(self) -> bool:
+        """Accepted, and not yet started by any instance."""
+        return self.status is TaskState.SUBMITTED
 
 
 class ChainRecord(_Record):

@@ -7,15 +7,29 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Text, bindparam, cast, delete, func, insert, select, text, update
+from sqlalchemy import (
+    Text,
+    bindparam,
+    cast,
+    delete,
+    func,
+    insert,
+    null,
+    select,
+    text,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.chain import ChainStatus, ErrorCode, TaskState
 from app.chain.models import utc_now
 from app.storage.database import Database
 from app.storage.group_write import GROUP_WRITE, USAGE_SUMS, daily_usage, group_document
+from app.storage.notify import CANCEL, EVENTS, QUEUE, Notices, payloads
 from app.storage.records import StoredEvent, StoredStep, TaskRecord
 from app.storage.tables import (
+    CLAIMABLE,
     audit_events,
     conversations,
     cost_records,
@@ -115,12 +129,43 @@ class RunWrite:
     chain_changes: dict[str, Any] = field(default_factory=dict)
 
 
-class RunLog:
-    """Writes runs. A run writes only its own task's rows, so statements are keyed by task
-    and chain ids; reads for callers go through the tenant-scoped repositories."""
+def _claimable() -> Any:
+    return text(CLAIMABLE.replace("runner_id", "tasks.runner_id").replace("status", "tasks.status"))
 
-    def __init__(self, database: Database) -> None:
+
+def _with_usage() -> Any:
+    """Tasks with their chains' metrics, as `TaskRecord` reads them."""
+    return select(tasks, reasoning_chains.c.metrics.label("usage")).join(
+        reasoning_chains, reasoning_chains.c.id == tasks.c.chain_id
+    )
+
+
+def _progress(write: "RunWrite") -> str:
+    return f"{write.task_id}:{write.last_seq}"
+
+
+class RunLog:
+    """Writes runs and keeps the queue of tasks. A run writes only its own task's rows, so
+    statements are keyed by task and chain ids; reads for callers go through the
+    tenant-scoped repositories. What changes for other instances is announced by `notices`
+    (ids only)."""
+
+    def __init__(self, database: Database, notices: Notices | None = None) -> None:
         self._database = database
+        self.notices = notices or Notices()
+
+    async def _notify(self, connection: AsyncConnection, channel: str, payload: str = "") -> None:
+        """Postgres: NOTIFY within the transaction (delivered to every instance at COMMIT).
+        The embedded database: to this process's listeners, by `_delivered` after COMMIT."""
+        if not self._database.is_sqlite:
+            await connection.execute(
+                text("SELECT pg_notify(:channel, :payload)"),
+                {"channel": channel, "payload": payload},
+            )
+
+    def _delivered(self, channel: str, payload: str = "") -> None:
+        if self._database.is_sqlite:
+            self.notices.deliver(channel, payload)
 
     async def create(
         self,
@@ -158,6 +203,8 @@ class RunLog:
                 task = {**task, "turn": await self._next_turn(connection, task, after_turns)}
             await connection.execute(insert(tasks), [task])
             await connection.execute(insert(reasoning_chains), [chain])
+            await self._notify(connection, QUEUE)
+        self._delivered(QUEUE)
 
     async def _next_turn(
         self, connection: AsyncConnection, task: dict[str, Any], after_turns: int | None
@@ -214,12 +261,14 @@ class RunLog:
         costs = [row for write in writes for row in write.costs]
         audits = [*audits, *(row for write in writes for row in write.audits)]
         usage = daily_usage(costs, utc_now()) if costs else []
+        progress = {write.task_id: _progress(write) for write in writes}
+        notes = payloads(progress.values())
         if not self._database.is_sqlite:
             document = group_document(
                 task_changes, chain_changes, steps, events, costs, audits, usage
             )
             async with self._database.autocommit() as connection:
-                await connection.execute(GROUP_WRITE, {"doc": document})
+                await connection.execute(GROUP_WRITE, {"doc": document, "notes": notes})
             return
         async with self._database.transaction() as connection:
             for table, changes in ((tasks, task_changes), (reasoning_chains, chain_changes)):
@@ -236,6 +285,8 @@ class RunLog:
                     await connection.execute(insert(table), rows)
             for row in usage:
                 await _add_usage(connection, row)
+        for note in notes:
+            self._delivered(EVENTS, note)
 
     async def recent_calls(self, tenant_id: str, since: datetime) -> list[Any]:
         """The tenant's model calls recorded since `since`: time, model, tokens, cost."""
@@ -268,11 +319,11 @@ class RunLog:
         async with self._database.transaction() as connection:
             await connection.execute(delete(runners).where(runners.c.id == runner_id))
 
-    async def orphans(self, me: RunnerLease, *, lease_s: float, now: datetime) -> list[TaskRecord]:
-        """Unfinished runs whose runner is gone: no such runner, a lapsed lease, or a process
-        of this host that no longer exists (then known at once, without waiting for the
-        lease: a restarted server ends its predecessor's runs as it starts); and every
-        unfinished run of `me`, which `me` tells apart from its live ones."""
+    async def release_orphans(self, me: RunnerLease, *, lease_s: float, now: datetime) -> int:
+        """Puts back in the queue the unfinished runs whose runner is gone: no such runner, a
+        lapsed lease, or a process of this host that no longer exists (then known at once,
+        without waiting for the lease: a restarted server takes its predecessor's runs back
+        as it starts). Returns how many."""
         dead = [
             row.id
             for row in await self.runners()
@@ -282,38 +333,153 @@ class RunLog:
                 or (row.hostname == me.hostname and not _process_alive(row.pid, me.pid))
             )
         ]
-        known = select(runners.c.id)
+        known = select(runners.c.id).where(runners.c.id.not_in(dead))
         statement = (
-            select(tasks, reasoning_chains.c.metrics.label("usage"))
-            .join(reasoning_chains, reasoning_chains.c.id == tasks.c.chain_id)
-            .where(tasks.c.status.in_(_UNFINISHED))
-            .where(
-                tasks.c.runner_id.is_(None)
-                | tasks.c.runner_id.in_(dead)
-                | tasks.c.runner_id.not_in(known)
-                | (tasks.c.runner_id == me.id)
-            )
+            update(tasks)
+            .where(tasks.c.status.in_(_UNFINISHED), tasks.c.runner_id.is_not(None))
+            .where(tasks.c.runner_id.not_in(known), tasks.c.runner_id != me.id)
+            # Counted: a run whose instance keeps dying with it is not resumed for ever.
+            .values(runner_id=None, resumes=tasks.c.resumes + 1)
+            .returning(tasks.c.id)
         )
         async with self._database.transaction() as connection:
-            rows = (await connection.execute(statement)).all()
+            released = len((await connection.execute(statement)).all())
             if dead:
                 await connection.execute(delete(runners).where(runners.c.id.in_(dead)))
-        return [TaskRecord.model_validate(row._mapping) for row in rows]
+            if released:
+                await self._notify(connection, QUEUE)
+        if released:
+            self._delivered(QUEUE)
+        return released
 
-    async def runner_alive(self, runner_id: str, *, lease_s: float, now: datetime) -> bool:
-        """Whether a runner holds a lease that has not lapsed."""
-        statement = select(runners.c.id).where(
-            runners.c.id == runner_id,
-            runners.c.heartbeat_at >= now - timedelta(seconds=lease_s),
+    async def owned(self, me: str) -> list[UUID]:
+        """The unfinished tasks `me` owns, as stored."""
+        statement = select(tasks.c.id).where(
+            tasks.c.runner_id == me, tasks.c.status.in_(_UNFINISHED)
         )
         async with self._database.read() as connection:
-            return (await connection.scalar(statement)) is not None
+            return list((await connection.scalars(statement)).all())
+
+    async def claim(self, me: str, limit: int) -> list[TaskRecord]:
+        """Takes up to `limit` tasks from the queue for `me`, fairly between tenants: a task's
+        place is how many tasks of its tenant run or wait before it (so every tenant's first
+        waiting task comes before any tenant's second), then its age. Postgres: rows other
+        instances are claiming are skipped (`FOR UPDATE SKIP LOCKED`), never waited for."""
+        if limit <= 0:
+            return []
+        claimable = _claimable()
+        ranked = (
+            select(
+                tasks.c.id,
+                func.row_number()
+                .over(partition_by=tasks.c.tenant_id, order_by=(tasks.c.created_at, tasks.c.id))
+                .label("place"),
+            )
+            .where(claimable)
+            .subquery("ranked")
+        )
+        running = (
+            select(tasks.c.tenant_id, func.count().label("running"))
+            .where(tasks.c.runner_id.is_not(None), tasks.c.status.in_(_UNFINISHED))
+            .group_by(tasks.c.tenant_id)
+            .subquery("running")
+        )
+        pick = (
+            select(tasks.c.id)
+            .join(ranked, ranked.c.id == tasks.c.id)
+            .outerjoin(running, running.c.tenant_id == tasks.c.tenant_id)
+            .where(claimable)
+            .order_by(
+                ranked.c.place + func.coalesce(running.c.running, 0),
+                tasks.c.created_at,
+                tasks.c.id,
+            )
+            .limit(limit)
+            .with_for_update(of=tasks, skip_locked=True)
+        )
+        async with self._database.transaction() as connection:
+            ids = list((await connection.scalars(pick)).all())
+            if not ids:
+                return []
+            await connection.execute(update(tasks).where(tasks.c.id.in_(ids)).values(runner_id=me))
+            rows = (await connection.execute(_with_usage().where(tasks.c.id.in_(ids)))).all()
+        by_id = {row.id: TaskRecord.model_validate(row._mapping) for row in rows}
+        return [by_id[task_id] for task_id in ids if task_id in by_id]
+
+    async def claim_task(self, task_id: UUID, me: str) -> TaskRecord | None:
+        """Takes one task from the queue for `me` (to end it without running it); None when
+        it is not in the queue."""
+        async with self._database.transaction() as connection:
+            result = await connection.execute(
+                update(tasks)
+                .where(tasks.c.id == task_id, _claimable())
+                .values(runner_id=me)
+                .returning(tasks.c.id)
+            )
+            if result.first() is None:
+                return None
+            row = (await connection.execute(_with_usage().where(tasks.c.id == task_id))).first()
+        return None if row is None else TaskRecord.model_validate(row._mapping)
+
+    async def release(self, task_ids: Sequence[UUID], me: str, *, resumed: bool = True) -> int:
+        """Gives `me`'s unfinished runs back to the queue, for another instance (or `me`
+        later) to resume; `resumed` counts it as a resume of each."""
+        if not task_ids:
+            return 0
+        values: dict[str, Any] = {"runner_id": None}
+        if resumed:
+            values["resumes"] = tasks.c.resumes + 1
+        async with self._database.transaction() as connection:
+            result = await connection.execute(
+                update(tasks)
+                .where(tasks.c.id.in_(list(task_ids)), tasks.c.runner_id == me)
+                .where(tasks.c.status.in_(_UNFINISHED))
+                .values(**values)
+                .returning(tasks.c.id)
+            )
+            released = len(result.all())
+            if released:
+                await self._notify(connection, QUEUE)
+        if released:
+            self._delivered(QUEUE)
+        return released
+
+    async def request_cancel(self, task_id: UUID, reason: str) -> TaskRecord | None:
+        """Asks whoever owns the task to cancel it (the first reason given is kept); None when
+        it is no longer unfinished."""
+        async with self._database.transaction() as connection:
+            result = await connection.execute(
+                update(tasks)
+                .where(tasks.c.id == task_id, tasks.c.status.in_(_UNFINISHED))
+                .values(cancel_reason=func.coalesce(tasks.c.cancel_reason, reason))
+                .returning(tasks.c.id)
+            )
+            if result.first() is None:
+                return None
+            await self._notify(connection, CANCEL, str(task_id))
+            row = (await connection.execute(_with_usage().where(tasks.c.id == task_id))).first()
+        self._delivered(CANCEL, str(task_id))
+        return None if row is None else TaskRecord.model_validate(row._mapping)
+
+    async def task(self, task_id: UUID) -> TaskRecord | None:
+        """A task by id, for the instance that runs it (callers read through the tenant's
+        repository)."""
+        async with self._database.read() as connection:
+            row = (await connection.execute(_with_usage().where(tasks.c.id == task_id))).first()
+        return None if row is None else TaskRecord.model_validate(row._mapping)
+
+    async def chain_steps(self, chain_id: UUID) -> list[str]:
+        """A chain's stored steps (their JSON), in order: what a resumed run replays."""
+        s = reasoning_steps.c
+        statement = select(cast(s.data, Text)).where(s.chain_id == chain_id).order_by(s.step_number)
+        async with self._database.read() as connection:
+            return list((await connection.scalars(statement)).all())
 
     async def runners(self) -> list[Any]:
         async with self._database.read() as connection:
             return list((await connection.execute(select(runners))).all())
 
-    async def end_unattended(
+    async def end_owned(
         self,
         task: TaskRecord,
         events: list[dict[str, Any]],
@@ -323,21 +489,15 @@ class RunLog:
         message: str,
         at: datetime,
         me: str,
-        lease_s: float,
     ) -> bool:
-        """Ends a run no process is running (its own is gone) with its closing events;
-        False when it was no longer unfinished (someone else ended it first), or when a
-        runner other than `me` with a lease younger than `lease_s` owns it: only a live
-        owner writes its run's events."""
-        fresh = select(runners.c.id).where(
-            runners.c.id != me, runners.c.heartbeat_at >= at - timedelta(seconds=lease_s)
-        )
+        """Ends a run `me` owns but does not run (cancelled in the queue, or one that cannot
+        be resumed) with its closing events; False when it was no longer unfinished or no
+        longer `me`'s: only a run's owner writes its events."""
         async with self._database.transaction() as connection:
             result = await connection.execute(
                 update(tasks)
                 .where(tasks.c.id == task.id, tasks.c.last_seq == task.last_seq)
-                .where(tasks.c.status.in_(_UNFINISHED))
-                .where(tasks.c.runner_id.is_(None) | tasks.c.runner_id.not_in(fresh))
+                .where(tasks.c.status.in_(_UNFINISHED), tasks.c.runner_id == me)
                 .values(
                     status=status,
                     error_code=error_code,
@@ -361,6 +521,9 @@ class RunLog:
                 )
             )
             await connection.execute(insert(task_events), events)
+            note = f"{task.id}:{task.last_seq + len(events)}"
+            await self._notify(connection, EVENTS, note)
+        self._delivered(EVENTS, note)
         return True
 
     async def replay(
@@ -369,45 +532,38 @@ class RunLog:
         """Stored events of a task's stream with `seq > after`, in order, at most `limit`;
         the caller's tenant scopes the read."""
         e, s = task_events.c, reasoning_steps.c
-        events = (
-            select(e.seq, e.type, cast(e.data, Text).label("data"))
-            .where(e.tenant_id == tenant_id, e.task_id == task_id, e.seq > after)
-            .order_by(e.seq)
-            .limit(limit)
-        )
-        steps = (
-            select(
-                s.seq,
-                s.timestamp,
-                cast(s.data, Text).label("step"),
-                cast(s.metrics, Text),
-                s.type,
-                s.tool_type,
-                s.tool_name,
-                s.visibility,
-            )
-            .where(s.tenant_id == tenant_id, s.chain_id == chain_id, s.seq > after)
-            .order_by(s.seq)
-            .limit(limit)
-        )
+        # One statement, so one snapshot: two reads could see a later write between them,
+        # and a step stored after events not yet seen would open a gap.
+        steps = select(
+            s.seq,
+            null().label("event_type"),
+            cast(s.data, Text).label("data"),
+            s.timestamp,
+            cast(s.metrics, Text).label("metrics"),
+            s.type,
+            s.tool_type,
+            s.tool_name,
+            s.visibility,
+        ).where(s.tenant_id == tenant_id, s.chain_id == chain_id, s.seq > after)
+        events = select(
+            e.seq, e.type, cast(e.data, Text), null(), null(), null(), null(), null(), null()
+        ).where(e.tenant_id == tenant_id, e.task_id == task_id, e.seq > after)
+        both = union_all(steps, events).subquery()
+        query = select(both).order_by(both.c.seq).limit(limit)
         async with self._database.read() as connection:
-            event_rows = (await connection.execute(events)).all()
-            step_rows = (await connection.execute(steps)).all()
-        stored: list[StoredEvent | StoredStep] = [
-            StoredEvent(seq=row[0], type=row[1], data=row[2]) for row in event_rows
-        ]
-        stored.extend(
-            StoredStep(
+            rows = (await connection.execute(query)).all()
+        return [
+            StoredEvent(seq=row[0], type=row[1], data=row[2])
+            if row[1] is not None
+            else StoredStep(
                 seq=row[0],
-                timestamp=row[1],
+                timestamp=row[3],
                 step=row[2],
-                metrics=row[3],
-                type=row[4],
-                tool_type=row[5],
-                tool_name=row[6],
-                visibility=row[7],
+                metrics=row[4],
+                type=row[5],
+                tool_type=row[6],
+                tool_name=row[7],
+                visibility=row[8],
             )
-            for row in step_rows
-        )
-        stored.sort(key=lambda item: item.seq)
-        return stored[:limit]
+            for row in rows
+        ]

@@ -17,9 +17,13 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     Uuid,
+    text,
 )
 
 from app.storage.types import BigIntegerKey, JSONDocument, Money, UTCDateTime
+
+CLAIMABLE = "runner_id IS NULL AND status IN ('submitted', 'working')"
+"""A task in the queue: no instance owns it, and it is new (`submitted`) or to be resumed."""
 
 metadata = MetaData(
     naming_convention={
@@ -84,10 +88,26 @@ tasks = Table(
     Column("stop_reason", String(64)),
     # Files given to the task (its own and its conversation's); NULL: none.
     Column("file_ids", JSONDocument),
+    # Who it runs as: the submitter's roles and API key (NULL on tasks from before the queue),
+    # so any instance can run or resume it with the submitter's permissions.
+    Column("roles", JSONDocument),
+    Column("api_key_id", Uuid),
+    # A cancel requested of a run another instance owns: the owner ends it with this reason.
+    Column("cancel_reason", Text),
+    # How many times it was resumed after its instance stopped.
+    Column("resumes", Integer, nullable=False, server_default=text("0")),
     Column("created_at", UTCDateTime, nullable=False),
     Column("started_at", UTCDateTime),
     Column("finished_at", UTCDateTime),
     Index("ix_tasks_tenant_created", "tenant_id", "created_at", "id"),
+    # The queue: tasks no instance owns that one may claim (new ones, and runs to resume).
+    Index(
+        "ix_tasks_claimable",
+        "created_at",
+        postgresql_where=text(CLAIMABLE),
+        sqlite_where=text(CLAIMABLE),
+    ),
+    Index("ix_tasks_runner", "runner_id"),
     Index("ix_tasks_status", "status"),
     Index("ix_tasks_tenant_status", "tenant_id", "status"),
     Index("ix_tasks_conversation_turn", "conversation_id", "turn", unique=True),

@@ -3,6 +3,7 @@
 import asyncio
 import json
 import logging
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ class _Prepared:
     # The guards that let the call through; each gets after_call or abandon, once.
     passed: list[ToolGuard] = field(default_factory=list)
     settled: bool = False
+    # Its stored result step, when a resumed run replays it: it is not made again.
+    recorded: ReasoningStep | None = None
 
 
 @dataclass(slots=True)
@@ -122,20 +125,24 @@ class ToolExecutor:
         prepared = [self._prepare(chain, context, invocation) for invocation in invocations]
         results: list[ToolResult] = []
         abort: GuardRejection | None = None
-        if len(prepared) == 1:
-            pending: list[asyncio.Future[_Outcome]] = []
+        live = [call for call in prepared if call.recorded is None]
+        if len(live) <= 1:
+            pending: dict[int, asyncio.Future[_Outcome]] = {}
         else:
-            pending = [asyncio.ensure_future(self._run(p)) for p in prepared]
+            pending = {id(p): asyncio.ensure_future(self._run(p)) for p in live}
         try:
-            for index, call in enumerate(prepared):
-                outcome = await (pending[index] if pending else self._run(call))
+            for call in prepared:
+                if call.recorded is not None:
+                    results.append(_replayed(chain, call, call.recorded))
+                    continue
+                outcome = await (pending[id(call)] if pending else self._run(call))
                 result = self._record_result(chain, call, outcome)
                 results.append(result)
                 rejection = outcome.rejection or await self._settle(call, result)
                 if rejection is not None and rejection.ends_run and abort is None:
                     abort = rejection
         except BaseException as exc:
-            for future in pending:  # no call of the batch outlives it
+            for future in pending.values():  # no call of the batch outlives it
                 future.cancel()
             for call in prepared:
                 self._abandon(call)
@@ -188,6 +195,7 @@ class ToolExecutor:
         )
         model = arguments.get("model") if tool_type is ToolType.LLM else None
         correlation_id = uuid4()
+        replaying = chain.replaying
         call_step = chain.add_step(
             ReasoningStep(
                 type=StepType.TOOL_CALL,
@@ -204,10 +212,29 @@ class ToolExecutor:
                 parent_step_id=context.parent_step_id,
             )
         )
+        # A resumed run's call that is stored already: its stored id, and its stored result
+        # if it has one. One started but never finished is made again only if that is safe.
+        assert call_step.tool_call is not None
+        correlation_id = call_step.tool_call.correlation_id
+        recorded = chain.recorded_result(call_step) if replaying else None
+        if (
+            replaying
+            and recorded is None
+            and failure is None
+            and not registry.idempotent(invocation.name)
+        ):
+            failure = ToolError(
+                f"the outcome of this call of {invocation.name!r} is unknown: the service "
+                "stopped while it ran, and a call with side effects is not made twice. "
+                "Check whether it took effect before calling it again.",
+                error_code=ErrorCode.OUTCOME_UNKNOWN,
+            )
         call_context = context.at(
             correlation_id=correlation_id, parent_step_id=call_step.id, call_step=call_step
         )
-        return _Prepared(invocation, entry, arguments, call_context, call_step, failure)
+        return _Prepared(
+            invocation, entry, arguments, call_context, call_step, failure, recorded=recorded
+        )
 
     async def _run(self, call: _Prepared) -> _Outcome:
         if call.failure is not None or call.entry is None:
@@ -304,6 +331,10 @@ class ToolExecutor:
         }
         if output is not None:
             limit = (definition.max_result_chars if definition else None) or self._max_result_chars
+            if definition is not None and definition.type is ToolType.LLM:
+                # A reply is bounded by its output tokens already, and a resumed run replays
+                # it from the step: it is stored whole.
+                limit = sys.maxsize
             rendered, truncated, original_chars = render_result(output.value, limit)
             known_tokens = output.input_tokens is not None and output.output_tokens is not None
             info = ToolResultInfo(
@@ -432,6 +463,16 @@ def _failure(tool_type: ToolType | None, outcome: _Outcome) -> tuple[ErrorCode, 
 
 def _has_usage(info: ToolResultInfo) -> bool:
     return info.unpriced or info.cost_usd is not None or info.total_tokens is not None
+
+
+def _replayed(chain: ReasoningChain, call: _Prepared, recorded: ReasoningStep) -> ToolResult:
+    """A replayed call's result, as the stored step says: its value (an LLM reply is stored
+    whole), no images (they are not stored), nothing billed or guarded again."""
+    result_step = chain.add_step(recorded)
+    info = result_step.tool_result
+    assert info is not None
+    value = info.result if info.success else None
+    return ToolResult(call.call_step, result_step, value)
 
 
 def _elapsed_ms(started: float) -> float:

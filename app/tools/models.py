@@ -111,6 +111,12 @@ class ToolDefinition(BaseModel):
         description="Answer an identical call (same tenant, tool and arguments) within this "
         "many seconds from the first one's result: `cached: true`, no cost. Off when unset.",
     )
+    idempotent: bool = Field(
+        default=False,
+        description="Whether a call may be made again when a run resumes and its first "
+        "attempt's outcome is unknown (the process stopped while it ran): reads and pure "
+        "computations are; calls with side effects are not.",
+    )
     visibility: ToolVisibilityConfig = ToolVisibilityConfig()
     permissions: ToolPermissions = ToolPermissions()
 

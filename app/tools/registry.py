@@ -63,6 +63,14 @@ class ToolRegistry:
     def definition(self, name: str) -> ToolDefinition:
         return self.entry(name).definition
 
+    def idempotent(self, name: str) -> bool:
+        """Whether a call of `name` may be made again when its outcome is unknown: LLM calls
+        and tools that declare it; an unknown tool is not."""
+        if name not in self:
+            return False
+        definition = self.definition(name)
+        return definition.type is ToolType.LLM or definition.idempotent
+
     def has(self, name: str) -> bool:
         return name in self._entries
 

@@ -9,7 +9,9 @@ is printed with a curl command per case.
 
 import asyncio
 import json
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -21,10 +23,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
-
-# Imported here, not lazily by Schemathesis deep inside a Hypothesis draw: compiling a module
-# that deep in the stack can trip CPython 3.11's "AST constructor recursion depth mismatch".
-from schemathesis.generation import dictionaries  # noqa: F401
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -151,9 +149,19 @@ async def test_no_request_to_the_documented_api_gets_a_5xx_or_an_undocumented_an
         ids = await _a_finished_task(service, tenant)
         tokens = {role: service.token(tenant, sub=f"fuzz-{role}", roles=(role,)) for role in ROLES}
         started = time.monotonic()
-        sent, failures = await asyncio.to_thread(
-            _fuzz, service.base_url, tokens, {**ids, "tenant_id": tenant}, settings_tenant
-        )
+        # In a process of its own: CPython 3.11.7 keeps the AST parser's recursion count per
+        # interpreter, so Hypothesis parsing lambdas in one thread while the service formats a
+        # traceback in another can fail with "AST constructor recursion depth mismatch".
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as fuzzing:
+            sent, failures = await asyncio.get_running_loop().run_in_executor(
+                fuzzing,
+                _fuzz,
+                service.base_url,
+                tokens,
+                {**ids, "tenant_id": tenant},
+                settings_tenant,
+            )
         elapsed = time.monotonic() - started
 
     print(f"fuzz: {sent} requests in {elapsed:.1f} s")

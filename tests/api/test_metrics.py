@@ -102,7 +102,10 @@ async def test_active_runs_and_open_streams_while_a_run_is_followed(
         accepted = await submit(client)
         await fake.wait_for_requests(1, MODEL)
         async with client.stream("GET", f"/api/v1/tasks/{accepted['task_id']}/events") as events:
-            async for event in read_sse(events):
+            # Held, so that leaving the loop does not close it (and with it the response)
+            # before the sample is taken.
+            reading = read_sse(events)
+            async for event in reading:
                 if event.event == "task_status":  # the stream is open and serving
                     break
             during = await _samples(service)

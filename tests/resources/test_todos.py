@@ -18,8 +18,9 @@ MOMENT = datetime(2026, 11, 23, 9, 30, tzinfo=UTC)
 
 
 @pytest.fixture
-async def database(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
+async def database(own_database_url: str) -> AsyncIterator[Database]:
+    """A database of this test's own: no running service resumes the tasks stored here."""
+    database = Database(own_database_url)
     yield database
     await database.dispose()
 
@@ -54,7 +55,8 @@ async def test_items_are_added_completed_and_deleted_in_order(database: Database
     ]
 
 
-async def test_a_list_survives_a_restart(database_url: str) -> None:
+async def test_a_list_survives_a_restart(own_database_url: str) -> None:
+    database_url = own_database_url
     tenant = _tenant()
     before = Database(database_url)
     try:

@@ -1,15 +1,17 @@
-"""Runner leases: the runs of a dead runner are ended `interrupted`; a live one's are not."""
+"""Runner leases and the queue: the runs of a dead runner go back to the queue (to be resumed
+by whoever claims them); a live one's stay its own; claims are fair between tenants."""
 
 import asyncio
 import os
 import socket
 import sys
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
 import pytest
 
+from app.chain import TaskState
 from app.chain.models import utc_now
 from app.runs import RunManager
 from app.storage import Database
@@ -19,10 +21,16 @@ from tests.factories import stored_task
 
 
 @pytest.fixture
-async def database(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
+async def database(own_database_url: str) -> AsyncIterator[Database]:
+    """A database of this test's own: no running service claims from its queue."""
+    database = Database(own_database_url)
     yield database
     await database.dispose()
+
+
+@pytest.fixture
+def tenant() -> str:
+    return f"t-{uuid4().hex[:12]}"
 
 
 @pytest.fixture
@@ -47,24 +55,28 @@ async def _running_task(log: RunLog, runner: RunnerLease, tenant: str) -> UUID:
     return task_id
 
 
-async def _status(database: Database, tenant: str, task_id: UUID) -> tuple[str, str | None]:
+async def _owner(database: Database, tenant: str, task_id: UUID) -> tuple[str, str | None]:
     async with database.read() as connection:
         task = await TaskRepository(connection, tenant).get(task_id)
     assert task is not None
-    return task.status, task.error_code
+    return task.status, task.runner_id
 
 
-async def test_a_restarted_server_ends_the_runs_of_its_dead_predecessor_at_once(
+async def test_a_restarted_server_takes_back_the_runs_of_its_dead_predecessor_at_once(
     database: Database, log: RunLog, tenant: str
 ) -> None:
+    """Same host, its process gone: no lease wait. The run goes back to the queue, still
+    `working` (to be resumed), and a claim takes it."""
     dead = await _runner(log, socket.gethostname(), await _dead_pid())
     task_id = await _running_task(log, dead, tenant)
-    manager = RunManager(log, heartbeat_s=3600)
-    await manager.start()
-    try:
-        assert await _status(database, tenant, task_id) == ("failed", "interrupted")
-    finally:
-        await manager.stop(grace_s=1)
+    me = await _runner(log, socket.gethostname(), os.getpid())
+    released = await log.release_orphans(me, lease_s=3600, now=utc_now())
+    assert released >= 1
+    assert await _owner(database, tenant, task_id) == ("working", None)
+    assert dead.id not in {row.id for row in await log.runners()}
+    claimed = await log.claim(me.id, 1000)
+    assert task_id in {task.id for task in claimed}
+    assert await _owner(database, tenant, task_id) == ("working", me.id)
 
 
 async def test_a_live_runner_keeps_its_runs_until_its_lease_lapses(
@@ -74,17 +86,16 @@ async def test_a_live_runner_keeps_its_runs_until_its_lease_lapses(
     alive_here = await _runner(log, socket.gethostname(), os.getppid())
     remote_task = await _running_task(log, elsewhere, tenant)
     local_task = await _running_task(log, alive_here, tenant)
-    manager = RunManager(log, heartbeat_s=3600)
-    await manager.start()
-    try:
-        assert await _status(database, tenant, remote_task) == ("working", None)
-        assert await _status(database, tenant, local_task) == ("working", None)
-        later = utc_now() + timedelta(seconds=manager.lease_s + 1)
-        await log.renew_lease(alive_here.id, later)
-        orphans = await log.orphans(manager.lease, lease_s=manager.lease_s, now=later)
-        assert [task.id for task in orphans if task.tenant_id == tenant] == [remote_task]
-    finally:
-        await manager.stop(grace_s=1)
+    me = await _runner(log, socket.gethostname(), os.getpid())
+    await log.release_orphans(me, lease_s=30, now=utc_now())
+    assert await _owner(database, tenant, remote_task) == ("working", elsewhere.id)
+    assert await _owner(database, tenant, local_task) == ("working", alive_here.id)
+    later = utc_now() + timedelta(seconds=31)
+    await log.renew_lease(alive_here.id, later)
+    await log.renew_lease(me.id, later)
+    await log.release_orphans(me, lease_s=30, now=later)
+    assert await _owner(database, tenant, remote_task) == ("working", None)
+    assert await _owner(database, tenant, local_task) == ("working", alive_here.id)
 
 
 async def test_a_stopped_server_gives_up_its_lease(log: RunLog) -> None:
@@ -95,21 +106,43 @@ async def test_a_stopped_server_gives_up_its_lease(log: RunLog) -> None:
     assert manager.runner_id not in {row.id for row in await log.runners()}
 
 
-async def test_a_process_ends_its_own_run_whose_end_could_not_be_stored(
+async def test_a_process_gives_back_its_own_run_that_is_not_live_in_it(
     database: Database, log: RunLog, tenant: str
 ) -> None:
     """A task this very process owns but no longer runs (the writer could not store its end)
-    is ended by the process's next recovery, its lease notwithstanding."""
+    goes back to the queue at the process's next recovery, its lease notwithstanding."""
     manager = RunManager(log, heartbeat_s=3600)
-    await manager.start()
-    try:
-        task_id = await _running_task(log, manager.lease, tenant)
-        assert await _status(database, tenant, task_id) == ("working", None)
-        assert await manager.recover() >= 1
-        assert await _status(database, tenant, task_id) == ("failed", "internal_error")
-        async with database.read() as connection:
-            task = await TaskRepository(connection, tenant).get(task_id)
-        assert task is not None
-        assert task.last_seq == 4  # chain_failed and done after the 2 stored events
-    finally:
-        await manager.stop(grace_s=1)
+    task_id = await _running_task(log, manager.lease, tenant)
+    assert await _owner(database, tenant, task_id) == ("working", manager.runner_id)
+    assert await manager.recover() >= 1
+    assert await _owner(database, tenant, task_id) == ("working", None)
+
+
+async def test_claims_interleave_tenants_and_take_each_task_once(log: RunLog, tenant: str) -> None:
+    """A tenant's burst does not starve another's: every tenant's first waiting task comes
+    before any tenant's second, then by age. Two claimers never get the same task."""
+    other = f"{tenant}-b"
+    start = datetime.now(UTC)
+    burst = [
+        (
+            await stored_task(
+                log, tenant, status=TaskState.SUBMITTED, created_at=start + timedelta(seconds=i)
+            )
+        )[0]
+        for i in range(6)
+    ]
+    late = [
+        (
+            await stored_task(
+                log, other, status=TaskState.SUBMITTED, created_at=start + timedelta(seconds=10 + i)
+            )
+        )[0]
+        for i in range(2)
+    ]
+    mine = {*burst, *late}
+    first = [t.id for t in await log.claim("one", 4) if t.id in mine]
+    assert first == [burst[0], late[0], burst[1], late[1]]
+    rest, again = await asyncio.gather(log.claim("two", 3), log.claim("three", 3))
+    taken = [t.id for t in [*rest, *again] if t.id in mine]
+    assert sorted(taken) == sorted(burst[2:])
+    assert len(set(taken)) == len(taken)

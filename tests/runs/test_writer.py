@@ -38,10 +38,17 @@ UNSTORABLE_NUMBER = 2**70
 
 
 @pytest.fixture
-async def database(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
+async def database(own_database_url: str) -> AsyncIterator[Database]:
+    """A database of this test's own: no running service claims the tasks stored here."""
+    database = Database(own_database_url)
     yield database
     await database.dispose()
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A tenant id of this test's own database (no tenant row is needed here)."""
+    return f"t-{uuid4().hex[:12]}"
 
 
 class Gated(CoTAgent):
@@ -212,7 +219,7 @@ async def test_a_run_whose_events_cannot_be_recorded_is_ended_after_what_was_sto
 
 
 async def test_only_failures_a_retry_can_cure_count_as_transient(
-    database: Database, database_url: str, tenant: str, tmp_path: Path
+    database: Database, own_database_url: str, tenant: str, tmp_path: Path
 ) -> None:
     log = RunLog(database)
     gate = asyncio.Event()
@@ -229,7 +236,7 @@ async def test_only_failures_a_retry_can_cure_count_as_transient(
 
     unreachable = Database(
         "postgresql+asyncpg://postgres@127.0.0.1:1/none"
-        if "postgresql" in database_url
+        if "postgresql" in own_database_url
         else f"sqlite+aiosqlite:///{tmp_path}"  # a directory: no database opens there
     )
     try:

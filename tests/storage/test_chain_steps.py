@@ -29,10 +29,17 @@ MAX_INT4 = 2**31 - 1
 
 
 @pytest.fixture
-async def database(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
+async def database(own_database_url: str) -> AsyncIterator[Database]:
+    """A database of this test's own: no running service claims the tasks stored here."""
+    database = Database(own_database_url)
     yield database
     await database.dispose()
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A tenant id of this test's own database (no tenant row is needed here)."""
+    return f"t-{uuid4().hex[:12]}"
 
 
 def _reader(*sensitive_fields: str) -> ReaderView:

@@ -20,11 +20,18 @@ TENANT = "usage-tenant"
 
 
 @pytest.fixture
-async def databases(database_url: str) -> AsyncIterator[list[Database]]:
-    engines = [Database(database_url), Database(database_url)]
+async def databases(own_database_url: str) -> AsyncIterator[list[Database]]:
+    """Two engines on a database of this test's own: no running service claims its tasks."""
+    engines = [Database(own_database_url), Database(own_database_url)]
     yield engines
     for engine in engines:
         await engine.dispose()
+
+
+@pytest.fixture
+def tenant() -> str:
+    """A tenant id of this test's own database (no tenant row is needed here)."""
+    return f"t-{uuid4().hex[:12]}"
 
 
 def _cost(

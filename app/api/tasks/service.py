@@ -7,15 +7,19 @@ from app.api.access import Caller
 from app.api.auditing import chain_read
 from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
+from app.governance.api_keys import KeyGrant
 from app.governance.audit import AuditAction
+from app.governance.tenants import Tenant
 from app.runs import TaskSubmission
-from app.runs.agents import parse_ref, resolve_agent
+from app.runs.agents import agent_version, parse_ref, resolve_agent
 from app.runs.channel import StreamItem
+from app.runs.conversations import history_before
 from app.runs.errors import Forbidden, InvalidSubmission, NotFound, TaskAlreadyFinished
-from app.runs.manager import SubmittedTask, Turn
+from app.runs.manager import RunStart, SubmittedTask, Turn, Unresumable
 from app.runs.models import MAX_CONVERSATION_FILES, Attachment, RunPolicy
 from app.runs.streams import task_stream
-from app.security.rbac import Permission, cancels_any_task
+from app.security import Principal
+from app.security.rbac import Permission, cancels_any_task, permissions_of
 from app.storage.conversations import ConversationRepository
 from app.storage.records import ConversationRecord, TaskRecord
 from app.storage.run_log import ConversationBusy
@@ -54,15 +58,47 @@ async def submit_task(state: AppState, caller: Caller, submission: TaskSubmissio
             conversation_files = conversation.file_ids
         agent = await resolve_agent(connection, caller.tenant_id, ref)
     attachments = await attached_files(
-        state, caller, submission.file_ids or [], given=conversation_files
+        state, caller.tenant_id, submission.file_ids or [], given=conversation_files
     )
     return await state.runs.submit(
         caller.principal, submission, await run_policy(state, caller), agent, turn, attachments
     )
 
 
+async def load_run(state: AppState, task: TaskRecord) -> RunStart:
+    """What a stored task's run starts from on an instance that did not accept it (or after a
+    restart): its submitter as they were then (roles, API key), its tenant's settings now,
+    its agent version (archived or not), the conversation before its turn and its files
+    (those deleted since left out). `Unresumable` when one of them is gone."""
+    tenant = await state.tenants.get(task.tenant_id)
+    if tenant is None or not tenant.is_active:
+        raise Unresumable(f"tenant {task.tenant_id} is gone or suspended")
+    roles = frozenset(task.roles or ())
+    key = None if task.api_key_id is None else await state.api_keys.grant(task.api_key_id)
+    principal = Principal(
+        subject=task.user_id,
+        tenant_id=task.tenant_id,
+        roles=roles,
+        api_key=None if task.api_key_id is None else str(task.api_key_id),
+    )
+    submission = TaskSubmission.model_validate(task.request)
+    async with state.database.read() as connection:
+        agent = await agent_version(connection, task.tenant_id, task.agent_name, task.agent_version)
+        history = (
+            []
+            if task.conversation_id is None or task.turn is None
+            else await history_before(connection, task.tenant_id, task.conversation_id, task.turn)
+        )
+    if agent is None:
+        raise Unresumable(f"its agent version {task.agent_name}@{task.agent_version} is gone")
+    given = [UUID(file_id) for file_id in task.file_ids or []]
+    attachments = await attached_files(state, task.tenant_id, [], given=given)
+    policy = await policy_for(state, tenant, roles, permissions_of(roles), key)
+    return RunStart(principal, submission, policy, agent, history, attachments)
+
+
 async def attached_files(
-    state: AppState, caller: Caller, file_ids: list[UUID], *, given: Sequence[UUID] = ()
+    state: AppState, tenant_id: str, file_ids: list[UUID], *, given: Sequence[UUID] = ()
 ) -> list[Attachment]:
     """The files a request names (`file_ids`, each its tenant's: 422 naming the field
     otherwise, as another tenant's file is as unknown as one that never existed) after those
@@ -74,7 +110,7 @@ async def attached_files(
     records = (
         {}
         if library is None
-        else {record.id: record for record in await library.get_many(caller.tenant_id, wanted)}
+        else {record.id: record for record in await library.get_many(tenant_id, wanted)}
     )
     problems = [
         FieldError(f"file_ids.{index}", f"no file {file_id} in this tenant")
@@ -122,17 +158,26 @@ def _turn_agent(conversation: ConversationRecord, ref: str | None) -> str:
 
 
 async def run_policy(state: AppState, caller: Caller) -> RunPolicy:
-    tenant = caller.tenant
+    return await policy_for(state, caller.tenant, caller.roles, caller.permissions, caller.api_key)
+
+
+async def policy_for(
+    state: AppState,
+    tenant: Tenant,
+    roles: frozenset[str],
+    permissions: frozenset[Permission],
+    key: KeyGrant | None,
+) -> RunPolicy:
     return RunPolicy(
-        roles=caller.roles,
+        roles=roles,
         enabled_tools=tenant.enabled_tools,
         sensitive_fields=frozenset(tenant.visibility.sensitive_fields),
         quotas=tenant.quotas,
         models=tenant.models,
         tools=await state.toolbox.for_tenant(tenant),
-        executes_tools=Permission.TOOL_EXECUTE in caller.permissions,
-        key_quotas=None if caller.api_key is None else caller.api_key.quotas,
-        key_scope=None if caller.api_key is None else caller.api_key.scope,
+        executes_tools=Permission.TOOL_EXECUTE in permissions,
+        key_quotas=None if key is None else key.quotas,
+        key_scope=None if key is None else key.scope,
     )
 
 
@@ -183,10 +228,13 @@ async def cancel_task(state: AppState, caller: Caller, task_id: UUID) -> TaskRec
         )
     if task.is_finished:
         raise TaskAlreadyFinished(task.id, task.status)
-    if not await state.runs.cancel(task, f"cancelled by {caller.subject}"):
+    cancelled = await state.runs.cancel(task, f"cancelled by {caller.subject}")
+    if cancelled is False:
         # It reached its end on its own before the cancel could stop it.
         ended = await find_task(state, caller, task_id)
         raise TaskAlreadyFinished(ended.id, ended.status)
+    # None: its instance has not ended it yet (it stopped responding); whoever runs it next
+    # ends it, and the task is answered as it is now.
     return await find_task(state, caller, task_id)
 
 

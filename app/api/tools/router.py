@@ -3,7 +3,7 @@
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from app.api.access import AnyCaller
 from app.api.deps import State
@@ -11,6 +11,7 @@ from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.chain import ToolType
 from app.security.rbac import Permission
+from app.tools.models import ToolDefinition
 from app.tools.permissions import permits
 
 router = APIRouter(prefix="/api/v1/tools", tags=["tools"], route_class=CheckedRoute)
@@ -22,6 +23,7 @@ class ToolOut(BaseModel):
     description: str
     parameters: dict[str, Any]
     required_roles: list[str]
+    idempotent: bool = Field(description=ToolDefinition.model_fields["idempotent"].description)
     usable: bool
 
 
@@ -45,6 +47,7 @@ async def list_tools(caller: AnyCaller, state: State) -> ToolList:
             description=definition.description,
             parameters=definition.parameters,
             required_roles=list(definition.permissions.required_roles),
+            idempotent=definition.idempotent,
             usable=executes and permits(definition, caller.roles),
         )
         for definition in registry.list_tools()

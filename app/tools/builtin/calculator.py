@@ -299,6 +299,7 @@ def _definition() -> ToolDefinition:
         returns_description="An object with the expression and its numeric result.",
         timeout_s=5,
         retry=NO_RETRY,
+        idempotent=True,
         visibility=ToolVisibilityConfig(summary_template="{expression} = {result}"),
     )
 

@@ -166,6 +166,7 @@ def _definition() -> ToolDefinition:
         "UTC offset and abbreviation.",
         timeout_s=5,
         retry=NO_RETRY,
+        idempotent=True,
         visibility=ToolVisibilityConfig(summary_template="{local_time} in {timezone}"),
     )
 

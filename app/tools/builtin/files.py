@@ -95,6 +95,7 @@ class ListFilesTool(BaseTool):
             "whether attached.",
             timeout_s=15,
             retry=NO_RETRY,
+            idempotent=True,
             visibility=ToolVisibilityConfig(summary_template="Listed {count} files"),
         )
 
@@ -167,6 +168,7 @@ class ReadFileTool(BaseTool):
             "followed, for a model that takes images, by the image itself.",
             timeout_s=30,
             retry=NO_RETRY,
+            idempotent=True,
             visibility=ToolVisibilityConfig(summary_template="Read {name}"),
         )
 
@@ -278,6 +280,7 @@ class SearchFilesTool(BaseTool):
             returns_description="matches: file id, name, media type, rank, snippet.",
             timeout_s=15,
             retry=NO_RETRY,
+            idempotent=True,
             visibility=ToolVisibilityConfig(summary_template="Found {count} files"),
         )
 

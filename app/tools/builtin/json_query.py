@@ -90,6 +90,7 @@ def _definition() -> ToolDefinition:
         "`paths` when asked for, and `truncated` when more than the limit matched.",
         timeout_s=15,
         retry=NO_RETRY,
+        idempotent=True,
         cache_ttl_seconds=CACHE_TTL_S,
         visibility=ToolVisibilityConfig(summary_template="{query}: {count} result(s)"),
     )

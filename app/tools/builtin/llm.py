@@ -111,6 +111,7 @@ class LLMTool(BaseTool):
             returns_description="the model's text and tool calls",
             timeout_s=timeout_s,
             retry=retry or RetryPolicy(),
+            idempotent=True,
         )
 
     @property

@@ -250,6 +250,7 @@ def _definition() -> ToolDefinition:
         "split and regex_match, counts for count).",
         timeout_s=10,
         retry=NO_RETRY,
+        idempotent=True,
         visibility=ToolVisibilityConfig(summary_template="text_transform: {operation}"),
     )
 

@@ -35,7 +35,7 @@ def _shown(todo: Todo) -> dict[str, Any]:
 
 
 def _definition(
-    name: str, description: str, properties: dict[str, Any], summary: str
+    name: str, description: str, properties: dict[str, Any], summary: str, *, idempotent: bool
 ) -> ToolDefinition:
     return ToolDefinition(
         name=name,
@@ -49,6 +49,7 @@ def _definition(
         },
         timeout_s=_TIMEOUT_S,
         retry=NO_RETRY,
+        idempotent=idempotent,
         visibility=ToolVisibilityConfig(summary_template=summary),
     )
 
@@ -70,6 +71,7 @@ class TodoAddTool(BaseTool):
                 }
             },
             "added todo {id}: {text}",
+            idempotent=False,  # a second call adds a second item
         )
 
     @property
@@ -98,6 +100,7 @@ class TodoListTool(BaseTool):
                 }
             },
             "{open} open, {done} done",
+            idempotent=True,
         )
 
     @property
@@ -124,6 +127,7 @@ class TodoCompleteTool(BaseTool):
             "todo_list).",
             {"id": _ID},
             "completed todo {id}",
+            idempotent=False,
         )
 
     @property
@@ -144,6 +148,7 @@ class TodoDeleteTool(BaseTool):
             "Removes an item from this task's todo list (by its id).",
             {"id": _ID},
             "deleted todo {id}",
+            idempotent=False,  # a second call finds nothing to delete and fails
         )
 
     @property

@@ -195,6 +195,7 @@ def _web_fetch_definition(timeout_s: float) -> ToolDefinition:
         ),
         timeout_s=timeout_s + _READING_S,
         retry=RetryPolicy(max_attempts=2, retry_on=frozenset({ErrorClass.TRANSIENT})),
+        idempotent=True,
         max_result_chars=_RESULT_CHARS,
         visibility=ToolVisibilityConfig(summary_template="Fetched {final_url} ({status})"),
     )
@@ -291,6 +292,9 @@ def _http_request_definition(timeout_s: float) -> ToolDefinition:
         ),
         timeout_s=timeout_s + 5,
         retry=NO_RETRY,
+        # Whatever the method: a GET may reach an endpoint that acts on it, and the tool
+        # cannot tell which ones do.
+        idempotent=False,
         max_result_chars=_RESULT_CHARS,
         visibility=ToolVisibilityConfig(summary_template="HTTP {status} from {final_url}"),
     )

@@ -21,22 +21,31 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 @dataclass(frozen=True, slots=True)
 class McpToolSpec:
     """One tool a server offers: `remote` is the server's name for it, `parameters` its input
-    JSON Schema (an object schema)."""
+    JSON Schema (an object schema), `idempotent` whether its annotations say a call may be
+    made again."""
 
     remote: str
     description: str
     parameters: dict[str, Any]
+    idempotent: bool = False
 
     def document(self) -> dict[str, Any]:
         return {
             "remote": self.remote,
             "description": self.description,
             "parameters": self.parameters,
+            "idempotent": self.idempotent,
         }
 
     @classmethod
     def of(cls, document: dict[str, Any]) -> "McpToolSpec":
-        return cls(document["remote"], document["description"], document["parameters"])
+        # Documents stored before servers' annotations were read hold no `idempotent`.
+        return cls(
+            document["remote"],
+            document["description"],
+            document["parameters"],
+            document.get("idempotent") is True,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +59,7 @@ class Discovery:
 def discover(server: str, listed: Iterable[Mapping[str, Any]]) -> Discovery:
     """The tools of `server`'s listing (as it sent them) that can be offered: skipped are a
     tool without a name, one listed twice, and one whose `inputSchema` is not a JSON Schema
-    of an object."""
+    of an object. Each is `idempotent` when its annotations say so (`_idempotent`)."""
     tools: list[McpToolSpec] = []
     skipped: list[tuple[str, str]] = []
     seen: set[str] = set()
@@ -74,8 +83,19 @@ def discover(server: str, listed: Iterable[Mapping[str, Any]]) -> Discovery:
         assert isinstance(schema, dict)
         description = _text(tool.get("description")) or _text(tool.get("title"))
         description = description or f"{name} (MCP server {server})"
-        tools.append(McpToolSpec(name, description[:MAX_DESCRIPTION_CHARS], schema))
+        spec = McpToolSpec(name, description[:MAX_DESCRIPTION_CHARS], schema, _idempotent(tool))
+        tools.append(spec)
     return Discovery(tools, skipped)
+
+
+def _idempotent(tool: Mapping[str, Any]) -> bool:
+    """Whether a listed tool may be called again when a first call's outcome is unknown: its
+    annotations (MCP `ToolAnnotations`) say so (`idempotentHint`) or say it changes nothing
+    (`readOnlyHint`). Hints a server leaves out, or sends as anything but `true`, say no."""
+    annotations = tool.get("annotations")
+    if not isinstance(annotations, Mapping):
+        return False
+    return annotations.get("idempotentHint") is True or annotations.get("readOnlyHint") is True
 
 
 def _text(value: Any) -> str | None:

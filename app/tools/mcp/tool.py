@@ -34,6 +34,7 @@ class McpTool(BaseTool):
             # The session's own timeout answers first, with a clearer message; this one is
             # the backstop for the handshake of a session opened for the call.
             timeout_s=min(timeout_s * 2, 3600),
+            idempotent=spec.idempotent,
             permissions=ToolPermissions(required_roles=required_roles),
         )
 

@@ -48,6 +48,8 @@ class TaskStatusEvent(Event):
     api_schema = "TaskStatusEvent"
     type: Literal["task_status"] = "task_status"
     state: TaskState
+    # True on the first event of a run resumed after the server running it stopped.
+    resumed: bool | None = None
 
 
 class ReasoningStepEvent(Event):

@@ -393,6 +393,7 @@ class Tool(ApiModel):
     description: str
     parameters: dict[str, Any]
     required_roles: list[str]
+    idempotent: bool
     usable: bool
 
 

@@ -24,8 +24,9 @@ from tests.service import MODEL, Service
 
 
 @pytest.fixture
-async def database(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
+async def database(own_database_url: str) -> AsyncIterator[Database]:
+    """A database of this test's own: no running service resumes the tasks stored here."""
+    database = Database(own_database_url)
     yield database
     await database.dispose()
 

@@ -3,6 +3,8 @@ characters, and those that cannot be offered are skipped with their reason."""
 
 from typing import Any
 
+import pytest
+
 from app.tools.mcp import McpToolSpec, discover, named, tool_name
 from app.tools.models import TOOL_NAME_PATTERN
 
@@ -104,7 +106,45 @@ def test_a_tool_with_no_safe_character_is_skipped() -> None:
     assert skipped == [("???", "its name has no character a tool name may hold")]
 
 
-def test_a_spec_survives_its_stored_document() -> None:
-    spec = McpToolSpec("search", "Searches.", _OBJECT)
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_a_spec_survives_its_stored_document(idempotent: bool) -> None:
+    spec = McpToolSpec("search", "Searches.", _OBJECT, idempotent)
 
     assert McpToolSpec.of(spec.document()) == spec
+
+
+def test_a_document_stored_without_idempotent_is_not_idempotent() -> None:
+    stored = {"remote": "search", "description": "Searches.", "parameters": _OBJECT}
+
+    assert McpToolSpec.of(stored).idempotent is False
+
+
+@pytest.mark.parametrize(
+    ("annotations", "idempotent"),
+    [
+        ({"idempotentHint": True}, True),
+        ({"readOnlyHint": True}, True),
+        ({"readOnlyHint": False, "idempotentHint": True}, True),
+        ({"readOnlyHint": True, "idempotentHint": False}, True),
+        ({"readOnlyHint": False, "idempotentHint": False}, False),
+        ({"destructiveHint": False, "openWorldHint": False}, False),
+        ({"title": "Search"}, False),
+        ({}, False),
+        ({"idempotentHint": "true", "readOnlyHint": 1}, False),
+        ({"idempotent_hint": True, "read_only_hint": True}, False),  # not the wire names
+        (None, False),
+        (["idempotentHint"], False),
+    ],
+)
+def test_a_tool_is_idempotent_when_its_annotations_say_so(
+    annotations: Any, idempotent: bool
+) -> None:
+    found = discover("docs", [_tool("search", annotations=annotations)])
+
+    assert [spec.idempotent for spec in found.tools] == [idempotent]
+
+
+def test_a_tool_without_annotations_is_not_idempotent() -> None:
+    found = discover("docs", [_tool("search")])
+
+    assert found.tools[0].idempotent is False

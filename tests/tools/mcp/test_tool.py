@@ -1,9 +1,11 @@
 """An MCP server's tool through the whole executor: steps recorded as for any tool, the
 server's error answers and its absence as failed results, its progress as the call's progress
-reports between the call's step and its result."""
+reports between the call's step and its result; a tool the server annotates as idempotent
+or read-only is one a resumed run may call again."""
 
 from collections.abc import AsyncIterator
 
+import mcp_types as types
 import pytest
 
 from app.chain import ErrorCode, ToolType
@@ -148,3 +150,57 @@ def test_the_definition_carries_the_roles_and_the_servers_description() -> None:
     assert definition.description == "Searches."
     assert definition.permissions.required_roles == ("ops",)
     assert definition.parameters == spec.parameters
+    assert definition.idempotent is False
+
+
+_ANY: dict[str, object] = {"type": "object", "properties": {}}
+
+
+async def test_tools_annotated_idempotent_or_read_only_may_be_repeated_and_no_others() -> None:
+    annotated = [
+        types.Tool(
+            name="get_page",
+            input_schema=_ANY,
+            annotations=types.ToolAnnotations(read_only_hint=True),
+        ),
+        types.Tool(
+            name="set_title",
+            input_schema=_ANY,
+            annotations=types.ToolAnnotations(read_only_hint=False, idempotent_hint=True),
+        ),
+        types.Tool(
+            name="send_mail",
+            input_schema=_ANY,
+            annotations=types.ToolAnnotations(
+                read_only_hint=False, idempotent_hint=False, destructive_hint=True
+            ),
+        ),
+        types.Tool(
+            name="titled", input_schema=_ANY, annotations=types.ToolAnnotations(title="Titled")
+        ),
+    ]
+    async with FakeMcpServer(extra_tools=annotated) as server:
+        connection = McpConnection(
+            server.url,
+            server="fake",
+            headers=_no_headers,
+            network=NetworkPolicy.of(["127.0.0.1/32"]),
+            timeout_s=10,
+        )
+        try:
+            found = discover("fake", await connection.list_tools())
+        finally:
+            await connection.aclose()
+    tools, _ = named("fake", found.tools)
+
+    definitions = [McpTool(connection, name, spec, timeout_s=10).definition for name, spec in tools]
+
+    assert {definition.name: definition.idempotent for definition in definitions} == {
+        "fake__add": False,  # no annotations
+        "fake__whoami": False,
+        "fake__slow_count": False,
+        "fake__get_page": True,
+        "fake__set_title": True,
+        "fake__send_mail": False,
+        "fake__titled": False,  # annotations without either hint
+    }

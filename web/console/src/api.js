@@ -29,6 +29,7 @@ export class ApiError extends Error {
     this.type = problem.type || "about:blank";
     this.title = problem.title || "";
     this.errors = problem.errors || [];
+    this.permission = problem.permission || null;
   }
 }
 
@@ -90,6 +91,8 @@ export const STREAM_EVENTS = [
   "reasoning_step",
   "output_delta",
   "tool_progress",
+  "approval_required",
+  "approval_decided",
   "budget_warning",
   "chain_completed",
   "chain_failed",

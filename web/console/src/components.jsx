@@ -37,6 +37,12 @@ export function ErrorNote({ error }) {
     <div class="error-note" role="alert">
       <strong>{error.title || "Something went wrong"}</strong>
       <span> {error.message}</span>
+      {error.permission && (
+        <span class="error-permission">
+          {" "}
+          (needs the permission <code>{error.permission}</code>)
+        </span>
+      )}
       {error.errors?.length > 0 && (
         <ul>
           {error.errors.map((problem) => (
@@ -61,6 +67,7 @@ export function Empty({ children }) {
 const STATUS_TONES = {
   submitted: "neutral",
   working: "active",
+  input_required: "warn",
   completed: "good",
   incomplete: "warn",
   failed: "bad",
@@ -69,6 +76,9 @@ const STATUS_TONES = {
   archived: "neutral",
   revoked: "bad",
   expired: "warn",
+  pending: "warn",
+  approved: "good",
+  denied: "bad",
   ready: "good",
   ok: "good",
   error: "bad",

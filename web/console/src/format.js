@@ -41,3 +41,19 @@ export function shortId(id) {
 export function json(value) {
   return JSON.stringify(value, null, 2);
 }
+
+// How far `iso` is from now, in words: "in 4 min", "2 h ago".
+export function relative(iso, now = Date.now()) {
+  if (!iso) return "—";
+  const seconds = Math.round((Date.parse(iso) - now) / 1000);
+  const size = Math.abs(seconds);
+  const amount =
+    size < 60
+      ? `${size} s`
+      : size < 3600
+        ? `${Math.round(size / 60)} min`
+        : size < 86_400
+          ? `${Math.round(size / 3600)} h`
+          : `${Math.round(size / 86_400)} d`;
+  return seconds >= 0 ? `in ${amount}` : `${amount} ago`;
+}

@@ -1,0 +1,1 @@
+"""What the process reports about itself to operators, besides its runs."""
