@@ -193,6 +193,13 @@ class Settings(BaseSettings):
         description="A run whose server stopped this many times while running it ends "
         "`interrupted` instead of being resumed again.",
     )
+    approval_timeout_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        le=30 * 86_400,
+        description="How long a tool call waits for a human's approval before it is denied "
+        "on its own, unless its agent's or tenant's rules set `timeout_s`.",
+    )
 
     models_file: Path | None = Field(
         default=None,

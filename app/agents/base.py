@@ -12,6 +12,8 @@ from app.agents.engine import ReasoningEngine
 from app.agents.models import AgentTask
 from app.agents.spec import AgentSpec
 from app.chain import (
+    ApprovalDecidedEvent,
+    ApprovalRequiredEvent,
     BudgetLimit,
     BudgetWarningEvent,
     ChainCompletedEvent,
@@ -34,6 +36,7 @@ from app.chain.budget import WARNING_RATIO, nearly_used
 from app.chain.errors import ChainAbort
 from app.chain.models import ChainDiverged
 from app.llm import LLMGateway
+from app.tools.approvals import ApprovalGate, ApprovalPending
 from app.tools.executor import ToolExecutor
 from app.tools.guards import ToolGuard
 from app.tools.models import ModelAccess, OutputDelta, ToolProgress
@@ -119,6 +122,8 @@ class CoTAgent(ABC):
         models: ModelAccess | None = None,
         tools: ToolRegistry | None = None,
         services: ToolServices | None = None,
+        approvals: ApprovalGate | None = None,
+        decided: Sequence[ApprovalDecidedEvent] = (),
     ) -> "AgentRun":
         """Starts reasoning in a background task; events are buffered until read. `guards`
         watch this run's calls besides the executor's own (its budget, its tenant's limits);
@@ -126,7 +131,9 @@ class CoTAgent(ABC):
         tenant's own besides the process's) and `services` what they reach (secrets, files...).
         A budget set on `chain` is enforced for duration here, and reported on every step. With
         `on_delta`, LLM calls stream and each piece of their replies is handed to it the moment
-        it arrives, its `after` set. Tools' progress reports become `tool_progress` events."""
+        it arrives, its `after` set. Tools' progress reports become `tool_progress` events.
+        `approvals` says which calls wait for a human; a resumed run applies its decisions and
+        reports them (`decided`) after its `task_status`."""
         chain = chain or ReasoningChain(
             task_id=task.id, agent_id=self.agent_id, tenant_id=task.tenant_id
         )
@@ -146,9 +153,16 @@ class CoTAgent(ABC):
             tools=tools,
             services=services,
             on_progress=events.progress,
+            approvals=approvals,
         )
         return AgentRun(
-            self, task, engine, events, resumed=chain.replaying, idempotent=registry.idempotent
+            self,
+            task,
+            engine,
+            events,
+            resumed=chain.replaying,
+            idempotent=registry.idempotent,
+            decided=decided,
         )
 
     async def process_task(
@@ -263,6 +277,7 @@ class AgentRun:
         *,
         resumed: bool = False,
         idempotent: Callable[[str], bool] = lambda name: False,
+        decided: Sequence[ApprovalDecidedEvent] = (),
     ) -> None:
         self.task = task
         self.chain = engine.chain
@@ -280,6 +295,7 @@ class AgentRun:
         # them (see `release`).
         self._unrepeatable: set[Any] = set()
         self._releasing = False
+        self._suspended = False
         self.chain.add_listener(self._on_step)
         self.chain.status = ChainStatus.THINKING
         if resumed:
@@ -288,6 +304,8 @@ class AgentRun:
                     task_id=task.id, chain_id=self.chain.id, state=TaskState.WORKING, resumed=True
                 )
             )
+            for event in decided:
+                self._emit(event)
         else:
             self._emit(ChainStartedEvent(task_id=task.id, chain_id=self.chain.id))
             self._emit(
@@ -404,6 +422,8 @@ class AgentRun:
             await self._agent.reason(self.task, self._engine)
         except RunReleased:
             pass  # its events ended where it stopped (`_on_step`)
+        except ApprovalPending as waiting:
+            self._suspend(waiting)
         except ChainDiverged as exc:
             self._finish(ChainStatus.FAILED, ErrorCode.INTERRUPTED, f"it cannot be resumed: {exc}")
         except asyncio.CancelledError:
@@ -426,6 +446,40 @@ class AgentRun:
             # An answer given because a limit stopped the run (`on_limit: answer`).
             stopped = answer is not None and answer.stop_reason is not None
             self._finish(ChainStatus.INCOMPLETE if stopped else ChainStatus.COMPLETED)
+
+    @property
+    def suspended(self) -> bool:
+        """Whether the run stopped to wait for approvals: released, its task to wait
+        (`input_required`) until they are decided."""
+        return self._suspended
+
+    def _suspend(self, waiting: ApprovalPending) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        for call in waiting.pending:
+            self._emit(
+                ApprovalRequiredEvent(
+                    task_id=self.task.id,
+                    chain_id=self.chain.id,
+                    approval_id=call.approval_id,
+                    step_id=call.call_step.id,
+                    tool_name=call.call_step.tool_call.tool_name
+                    if call.call_step.tool_call is not None
+                    else "?",
+                    tool_type=call.tool_type,
+                    visibility=call.call_step.visibility.level,
+                    arguments=call.arguments,
+                    expires_at=call.expires_at,
+                    note=call.note,
+                )
+            )
+        self._emit(
+            TaskStatusEvent(
+                task_id=self.task.id, chain_id=self.chain.id, state=TaskState.INPUT_REQUIRED
+            )
+        )
+        self._suspended = True
+        self._events.close()
 
     def _finish(
         self,

@@ -22,6 +22,7 @@ from app.chain import (
 )
 from app.chain.errors import ChainAbort
 from app.chain.models import StopReason
+from app.tools.approvals import ApprovalGate
 from app.tools.builtin.llm import LLM_TOOL_NAME, LLMTool
 from app.tools.errors import InvalidToolArguments
 from app.tools.executor import ToolExecutor
@@ -95,6 +96,7 @@ class ReasoningEngine:
         tools: ToolRegistry | None = None,
         services: ToolServices | None = None,
         on_progress: Callable[[ToolProgress], None] | None = None,
+        approvals: ApprovalGate | None = None,
     ) -> None:
         self.chain = chain
         self.task = task
@@ -115,6 +117,7 @@ class ReasoningEngine:
             tools=tools,
             services=services,
             on_progress=on_progress,
+            approvals=approvals,
         )
         # With `on_delta`, every LLM call streams its reply there as it arrives.
         self._on_delta = on_delta

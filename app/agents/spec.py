@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.tools.approvals import ApprovalRules
 from app.tools.models import TOOL_NAME_PATTERN
 
 KIND_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
@@ -13,6 +14,17 @@ DEFAULT_KIND = "react"
 
 OnLimit = Literal["fail", "answer"]
 ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+
+
+class AgentApprovals(ApprovalRules):
+    """Which of the agent's tool calls wait for a human, besides its tenant's rules and the
+    tools' own, and who may decide."""
+
+    submitter_decides: bool = Field(
+        default=False,
+        description="Whether a task's submitter may decide on its calls, besides the holders "
+        "of `task:approve` (tenant admins).",
+    )
 
 
 class AgentSpec(BaseModel):
@@ -55,4 +67,10 @@ class AgentSpec(BaseModel):
         description="When `max_iterations` or a budget stops a run: `fail` (the task fails "
         "with the limit's error code) or `answer` (the agent keeps back what one last "
         "tool-less call needs, makes it, and the task ends `incomplete` with that answer).",
+    )
+    approvals: AgentApprovals | None = Field(
+        default=None,
+        description="Tool calls that wait for a human's approval before they are made: by "
+        "tool name (`tools`) or type (`types`), `always` or `never`; the strictest of the "
+        "tool's, the tenant's and these rules applies.",
     )

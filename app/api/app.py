@@ -12,6 +12,7 @@ from app.agents import AgentRuntime, RuntimeSettings
 from app.api import health, metrics
 from app.api.agents.router import router as agents_router
 from app.api.api_keys.router import router as api_keys_router
+from app.api.approvals.router import router as approvals_router
 from app.api.auth import BearerAuthentication
 from app.api.chains.router import router as chains_router
 from app.api.console import router as console_router
@@ -76,6 +77,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             max_runs=settings.max_concurrent_runs,
             resume=settings.resume,
             max_resumes=settings.max_resumes,
+            approval_timeout_s=settings.approval_timeout_s,
         )
         # A plugin that cannot be loaded stops the start here, named.
         tools = process_tools(settings, app.state.extra_tools)
@@ -170,6 +172,7 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     app.include_router(health.router)
     app.include_router(metrics.router)
     app.include_router(tasks_router)
+    app.include_router(approvals_router)
     app.include_router(stream_tickets_router)
     app.include_router(agents_router)
     app.include_router(conversations_router)

@@ -3,6 +3,8 @@
 from app.chain.budget import Budget, BudgetLimit, RemainingBudget
 from app.chain.enums import ChainStatus, ErrorCode, StepType, TaskState, ToolType, VisibilityLevel
 from app.chain.events import (
+    ApprovalDecidedEvent,
+    ApprovalRequiredEvent,
     BudgetWarningEvent,
     ChainCompletedEvent,
     ChainEvent,
@@ -30,6 +32,8 @@ from app.chain.money import USD, format_usd, quantize_usd
 
 __all__ = [
     "USD",
+    "ApprovalDecidedEvent",
+    "ApprovalRequiredEvent",
     "Budget",
     "BudgetLimit",
     "BudgetWarningEvent",

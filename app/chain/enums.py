@@ -62,6 +62,8 @@ class TaskState(StrEnum):
 
     SUBMITTED = "submitted"
     WORKING = "working"
+    # Its run waits for a human's decision on tool calls: no instance holds it meanwhile.
+    INPUT_REQUIRED = "input_required"
     COMPLETED = "completed"
     # A limit stopped it and it answered from what it had: `result` holds that answer and
     # `stop_reason` names the limit.
@@ -111,3 +113,5 @@ class ErrorCode(StrEnum):
     # The process running a call with side effects stopped before its result was stored;
     # the resumed run did not make it again (its tool is not `idempotent`).
     OUTCOME_UNKNOWN = "outcome_unknown"
+    # A reviewer denied the call (or nobody decided in time): it was not made.
+    APPROVAL_DENIED = "approval_denied"

@@ -64,6 +64,39 @@ class ToolProgressEvent(_Event):
     fraction: float | None = Field(default=None, ge=0, le=1)
 
 
+class ApprovalRequiredEvent(_Event):
+    """A call waits for a human's decision (`POST /tasks/{id}/approvals/{approval_id}`): the
+    run stops here and the task is `input_required` until the last such call of its batch is
+    decided. A reader sees it as it sees the call's step (`visibility`): not at all where the
+    step is hidden, without its arguments where only a summary is shown."""
+
+    type: Literal["approval_required"] = "approval_required"
+    approval_id: UUID
+    step_id: UUID
+    tool_name: str
+    tool_type: ToolType
+    visibility: VisibilityLevel
+    arguments: dict[str, Any] | None
+    expires_at: AwareDatetime
+    note: str | None = None
+
+
+class ApprovalDecidedEvent(_Event):
+    """What was decided for a call that waited, as its resumed run acts on it: `arguments`
+    are the reviewer's edited ones (None: the model's)."""
+
+    type: Literal["approval_decided"] = "approval_decided"
+    approval_id: UUID
+    step_id: UUID
+    tool_name: str
+    tool_type: ToolType
+    visibility: VisibilityLevel
+    decision: Literal["approved", "denied", "expired"]
+    decided_by: str | None = None
+    reason: str | None = None
+    arguments: dict[str, Any] | None = None
+
+
 class ChainCompletedEvent(_Event):
     """The chain ended with an answer: `answer` is its conclusion (the last synthesis step),
     None for an agent that concluded without one; `output` the answer as JSON, for an agent
@@ -121,6 +154,8 @@ ChainEvent = Annotated[
     | ReasoningStepEvent
     | BudgetWarningEvent
     | ToolProgressEvent
+    | ApprovalRequiredEvent
+    | ApprovalDecidedEvent
     | ChainCompletedEvent
     | ChainFailedEvent
     | DoneEvent,

@@ -29,6 +29,10 @@ class AuditAction(StrEnum):
     SECRET_DELETE = "secret.delete"
     API_KEY_CREATE = "api_key.create"
     API_KEY_REVOKE = "api_key.revoke"
+    APPROVALS_UPDATE = "tenant.approvals.update"
+    APPROVAL_DECIDE = "approval.decide"
+    # Nobody decided in time: denied by the service.
+    APPROVAL_EXPIRE = "approval.expire"
 
 
 def audit_row(

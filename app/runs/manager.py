@@ -26,6 +26,7 @@ from app.chain import (
     TaskState,
 )
 from app.chain.models import utc_now
+from app.governance.audit import AuditAction, audit_row
 from app.governance.budgets import BudgetGuard
 from app.governance.limits import InProcessLimitStore, LimitStore
 from app.governance.models import ModelPolicyGuard
@@ -37,6 +38,7 @@ from app.governance.quotas import (
     remember,
 )
 from app.runs.agents import BUILTIN_AGENT, ResolvedAgent
+from app.runs.approvals import approval_row, decided_event, decision_of
 from app.runs.audit import ToolAuditor
 from app.runs.channel import RunChannel
 from app.runs.conversations import ConversationHistories
@@ -53,11 +55,13 @@ from app.runs.waiters import TaskWaiters
 from app.runs.writer import RunWriter
 from app.security import Principal
 from app.security.visibility import ReaderView, VisibilityPolicy
-from app.storage.notify import CANCEL, EVENTS, QUEUE
+from app.storage.approvals import ApprovalRecord
+from app.storage.notify import APPROVALS, CANCEL, EVENTS, QUEUE
 from app.storage.records import TaskRecord
 from app.storage.run_log import RunLog, RunnerLease, TooManyUnfinished
 from app.storage.text import dump_model
 from app.storage.types import RawJSON
+from app.tools.approvals import ApprovalGate, ApprovalStatus, PendingApproval, timeout_of
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.errors import FieldError
 from app.tools.guards import ToolGuard
@@ -128,6 +132,7 @@ class RunManager:
         max_runs: int = 1000,
         resume: bool = True,
         max_resumes: int = 3,
+        approval_timeout_s: float = 86_400.0,
     ) -> None:
         self._log = log
         # Tenants' windows (submissions, calls, tokens, cost), shared by every instance when
@@ -146,6 +151,8 @@ class RunManager:
         self._runs: dict[UUID, LiveRun] = {}
         # Claimed tasks whose runs are being started.
         self._starting: set[UUID] = set()
+        # Room taken by a claim under way.
+        self._claiming = 0
         # What tasks accepted here are started from, should this instance claim them.
         self._accepted: dict[UUID, RunStart] = {}
         # Cancels asked of tasks being started here.
@@ -154,6 +161,10 @@ class RunManager:
         self.max_runs = max_runs
         self._resume = resume
         self._max_resumes = max_resumes
+        self._approval_timeout_s = approval_timeout_s
+        # Set when calls began to wait for a human anywhere: their timeouts are re-read.
+        self._approvals_asked = asyncio.Event()
+        self._expirer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._claimer: asyncio.Task[None] | None = None
         self._draining = False
@@ -171,6 +182,7 @@ class RunManager:
         notices.listen(QUEUE, lambda _: self._wake.set())
         notices.listen(EVENTS, self._waiters.stored)
         notices.listen(CANCEL, self._cancel_requested)
+        notices.listen(APPROVALS, lambda _: self._approvals_asked.set())
         notices.on_reconnect.append(self._missed_notices)
 
     @property
@@ -191,6 +203,7 @@ class RunManager:
         await self.recover()
         self._claimer = asyncio.create_task(self._claim_loop(), name="run-claimer")
         self._heartbeat = asyncio.create_task(self._keep_lease(), name="runner-lease")
+        self._expirer = asyncio.create_task(self._expire_approvals(), name="approval-timeouts")
         self._wake.set()
 
     def attach(self, runtime: AgentRuntime) -> None:
@@ -228,6 +241,14 @@ class RunManager:
     def channel(self, task_id: UUID) -> RunChannel | None:
         live = self._runs.get(task_id)
         return None if live is None else live.channel
+
+    async def left(self, task_id: UUID) -> None:
+        """Returns once no run of the task is live here (ended, handed over, or suspended
+        for approvals, its events stored)."""
+        with self._waiters.watch(task_id) as changed:
+            while task_id in self._runs:
+                await changed.wait()
+                changed.clear()
 
     async def record_cost(self, record: CostRecord) -> None:
         live = self._runs.get(UUID(record.task_id))
@@ -446,7 +467,7 @@ class RunManager:
         return SubmittedTask(task_id, chain.id, TaskState.SUBMITTED)
 
     def _room(self) -> int:
-        return self.max_runs - len(self._runs) - len(self._starting)
+        return self.max_runs - len(self._runs) - len(self._starting) - self._claiming
 
     async def _create(
         self,
@@ -532,6 +553,9 @@ class RunManager:
             room = self._room()
             if room <= 0:
                 continue
+            # The room a claim may fill is taken while it is under way: a submission here
+            # meanwhile must not be started in it too.
+            self._claiming = room
             try:
                 claimed = await self._log.claim(self.runner_id, room)
             except Exception:
@@ -539,6 +563,8 @@ class RunManager:
                 await asyncio.sleep(1.0)
                 self._wake.set()
                 continue
+            finally:
+                self._claiming = 0
             for task in claimed:
                 self._starting.add(task.id)
                 self._spawn(self._launch(task), f"launch-{task.id}")
@@ -614,6 +640,8 @@ class RunManager:
             if tools is None
             else await tools.services(task.id, [str(a.file_id) for a in start.attachments])
         )
+        decisions = await self._log.decisions(task.id) if resumed else []
+        gate = self._gate(task, agent, policy, decisions)
         chain = ReasoningChain(
             id=task.chain_id,
             task_id=str(task.id),
@@ -650,10 +678,89 @@ class RunManager:
             models=models if restricts_models else None,
             tools=None if tools is None else tools.registry,
             services=services,
+            approvals=gate,
+            decided=[decided_event(task, record) for record in decisions],
         )
         self._follow(principal, policy, run, task, chain)
         if task.id in self._cancels:
             run.cancel("cancelled")
+
+    def _gate(
+        self,
+        task: TaskRecord,
+        agent: ResolvedAgent,
+        policy: RunPolicy,
+        decisions: Sequence[ApprovalRecord],
+    ) -> ApprovalGate:
+        """Which of the run's calls wait for a human (the tenant's and the agent's rules, and
+        each tool's own), and what was decided for those of its last suspension."""
+        own = agent.definition.approvals
+        rules = [r for r in (own, policy.approvals) if r is not None]
+        submitter_decides = own is not None and own.submitter_decides
+        timeout_s = timeout_of(rules, self._approval_timeout_s)
+
+        async def ask(pending: Sequence[PendingApproval], held: Sequence[UUID]) -> None:
+            now = utc_now()
+            rows = [
+                approval_row(task, call, held, submitter_decides=submitter_decides, at=now)
+                for call in pending
+            ]
+            await self._log.ask(rows)
+
+        async def consume(approval_ids: Sequence[UUID]) -> None:
+            await self._log.consume(approval_ids, utc_now())
+
+        return ApprovalGate(
+            rules=rules,
+            decisions={record.step_id: decision_of(record) for record in decisions},
+            held=frozenset(UUID(h) for record in decisions for h in record.held_step_ids),
+            ask=ask,
+            consume=consume,
+            timeout_s=timeout_s,
+        )
+
+    async def _expire_approvals(self) -> None:
+        """Denies the calls nobody decided on in time: sleeps until the next one's timeout,
+        or until calls began to wait anywhere (a notice); any instance may deny a call, once."""
+        while True:
+            self._approvals_asked.clear()
+            try:
+                next_at = await self._log.next_expiry()
+                wait_s = None if next_at is None else (next_at - utc_now()).total_seconds()
+                if wait_s is None or wait_s > 0:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(wait_s):
+                            await self._approvals_asked.wait()
+                    continue
+                for tenant_id, task_id, approval_id, timeout_s in await self._log.due(utc_now()):
+                    await self._expire(tenant_id, task_id, approval_id, timeout_s)
+            except Exception:
+                logger.warning("denying timed-out approvals failed; retrying", exc_info=True)
+                await asyncio.sleep(self._heartbeat_s)
+
+    async def _expire(
+        self, tenant_id: str, task_id: UUID, approval_id: UUID, timeout_s: int
+    ) -> None:
+        now = utc_now()
+        audit = audit_row(
+            actor="system",
+            action=AuditAction.APPROVAL_EXPIRE,
+            resource_type="approval",
+            resource_id=str(approval_id),
+            details={"task_id": str(task_id), "timeout_s": timeout_s},
+            at=now,
+        )
+        await self._log.decide(
+            tenant_id,
+            task_id,
+            approval_id,
+            status=ApprovalStatus.EXPIRED,
+            by=None,
+            reason=f"no decision within {timeout_s} s",
+            arguments=None,
+            at=now,
+            audit={**audit, "tenant_id": tenant_id},
+        )
 
     def _follow(
         self,
@@ -805,7 +912,7 @@ class RunManager:
         gives up the lease."""
         self._draining = True
         self._wake.set()
-        for task in (self._claimer, self._heartbeat):
+        for task in (self._claimer, self._heartbeat, self._expirer):
             if task is not None:
                 task.cancel()
                 await asyncio.wait([task])
@@ -867,10 +974,15 @@ class RunManager:
 
     async def _hand_over(self, live: LiveRun) -> None:
         """A released run: once everything it queued is stored, its task goes back to the
-        queue (a resume by whoever claims it) and its followers read on from the store."""
+        queue (a resume by whoever claims it) and its followers read on from the store. A
+        run suspended for approvals leaves its task waiting, owned by nobody, until they are
+        decided."""
         try:
             await self._writer.record_audit([])  # behind everything queued before it
-            await self._log.release([live.task_id], self.runner_id)
+            if live.run.suspended:
+                await self._log.suspend(live.task_id, self.runner_id)
+            else:
+                await self._log.release([live.task_id], self.runner_id)
         except Exception:  # the lease check gives it back once this instance is gone
             logger.warning("handing task %s back to the queue failed", live.task_id, exc_info=True)
         live.channel.close()

@@ -18,6 +18,7 @@ from app.chain import Budget
 from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
 from app.resources.toolbox import TenantTools
+from app.tools.approvals import ApprovalRules
 from app.tools.models import TOOL_NAME_PATTERN
 
 MAX_INPUT_CHARS = 200_000
@@ -200,3 +201,5 @@ class RunPolicy:
     # The caller's API key's own limits, on top of the tenant's, kept under `key_scope`.
     key_quotas: TenantQuotas | None = None
     key_scope: str | None = None
+    # The tenant's rules for which tool calls wait for a human; None: none of its own.
+    approvals: ApprovalRules | None = None

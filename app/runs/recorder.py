@@ -8,6 +8,8 @@ from typing import Any
 from uuid import UUID
 
 from app.chain import (
+    ApprovalDecidedEvent,
+    ApprovalRequiredEvent,
     ChainCompletedEvent,
     ChainEvent,
     ChainFailedEvent,
@@ -72,7 +74,7 @@ def stream_event(task_id: UUID, chain_id: UUID, stored: StoredEvent | StoredStep
         facts = step_facts(stored.type, stored.tool_type, stored.tool_name, stored.visibility)
         parts = StepParts(task_id, chain_id, stored.timestamp, stored.step, stored.metrics, facts)
         return step_stream_event(stored.seq, parts)
-    if stored.type == PROGRESS:
+    if stored.type in CALL_EVENTS:
         progress = json.loads(stored.data)
         facts = progress_facts(progress["tool_type"], progress["tool_name"], progress["visibility"])
         return StreamEvent(stored.seq, stored.type, stored.data, progress=facts)
@@ -80,6 +82,10 @@ def stream_event(task_id: UUID, chain_id: UUID, stored: StoredEvent | StoredStep
 
 
 PROGRESS = "tool_progress"
+APPROVAL_REQUIRED = "approval_required"
+APPROVAL_DECIDED = "approval_decided"
+CALL_EVENTS = frozenset({PROGRESS, APPROVAL_REQUIRED, APPROVAL_DECIDED})
+"""Events about one call, seen by a reader as it sees the call's step."""
 
 
 def progress_facts(tool_type: str, tool_name: str, level: str) -> StepFacts:
@@ -177,7 +183,7 @@ class RunRecorder:
             data = dump_model(event)
             write.events.append(event_row(self.task_id, self.tenant_id, seq, event.type, data))
             self._apply(event, write)
-            if isinstance(event, ToolProgressEvent):
+            if isinstance(event, ToolProgressEvent | ApprovalRequiredEvent | ApprovalDecidedEvent):
                 facts = progress_facts(event.tool_type, event.tool_name, event.visibility)
                 published.append(StreamEvent(seq, event.type, data, progress=facts))
             else:
@@ -231,7 +237,8 @@ class RunRecorder:
         if isinstance(event, TaskStatusEvent):
             write.task_changes["status"] = event.state
             if event.state is TaskState.WORKING:
-                write.task_changes["started_at"] = event.timestamp
+                if not event.resumed:  # a resumed run's task started before
+                    write.task_changes["started_at"] = event.timestamp
                 write.chain_changes["status"] = ChainStatus.THINKING
         elif isinstance(event, ChainCompletedEvent | ChainFailedEvent):
             chain = self.chain

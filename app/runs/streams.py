@@ -17,7 +17,7 @@ from app.runs.channel import (
     StreamItem,
 )
 from app.runs.manager import RunManager
-from app.runs.recorder import step_stream_event, stream_event
+from app.runs.recorder import PROGRESS, step_stream_event, stream_event
 from app.security.visibility import ReaderView
 from app.storage.run_log import RunLog
 
@@ -112,12 +112,20 @@ async def _viewed(
 def _progress(view: ReaderView, event: StreamEvent) -> StreamEvent | None:
     """A `tool_progress` event as this reader sees its call: not at all where the call is
     hidden from it, without its message where only a summary is shown, its message masked as
-    the reader's steps are."""
+    the reader's steps are. An approval's event likewise, its arguments as the call's."""
     assert event.progress is not None
     level = view.level(event.progress)
     if level is VisibilityLevel.HIDDEN:
         return None
     data = json.loads(event.data)
+    if event.type != PROGRESS:
+        arguments = data.get("arguments")
+        if isinstance(arguments, dict):
+            data["arguments"] = view.arguments(arguments, event.progress)
+        if data["arguments"] is arguments:
+            return event
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+        return StreamEvent(event.seq, event.type, text, progress=event.progress)
     message = data.get("message")
     if level is VisibilityLevel.SUMMARY:
         data["message"] = None

@@ -9,6 +9,9 @@ class Permission(StrEnum):
     TASK_CREATE = "task:create"
     TASK_READ = "task:read"
     TASK_CANCEL = "task:cancel"
+    # Decide on tool calls that wait for a human (tenant admins; a task's submitter too where
+    # its agent allows it).
+    TASK_APPROVE = "task:approve"
     CHAIN_READ = "chain:read"
     CHAIN_READ_FULL = "chain:read_full"
     CHAIN_EXPORT = "chain:export"

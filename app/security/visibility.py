@@ -305,6 +305,18 @@ class ReaderView:
             return text
         return self._text(text)
 
+    def arguments(self, arguments: dict[str, Any], facts: StepFacts) -> dict[str, Any] | None:
+        """A call's arguments (outside its step: a call that waits for approval) as this
+        reader sees the step: None where it is hidden or only summarised, else redacted as
+        the step's payload is."""
+        if self.full_access:
+            return arguments
+        if self.level(facts) is not VisibilityLevel.FULL:
+            return None
+        self._collect(arguments)
+        cleaned: dict[str, Any] = self._clean(arguments)
+        return cleaned
+
     def learn(self, step_json: str, facts: StepFacts) -> None:
         """Remember the sensitive values of a step without rendering it."""
         if not self.full_access and self._needs_parsing(step_json):

@@ -8,6 +8,8 @@ Channels:
   dead one). Payload: empty.
 - `EVENTS`: events of runs were stored. Payload: `task_id:last_seq` pairs, comma-separated.
 - `CANCEL`: a cancel was requested for a task. Payload: its id.
+- `APPROVALS`: tool calls began to wait for a human (their timeouts are to be watched).
+  Payload: empty.
 """
 
 import asyncio
@@ -25,7 +27,8 @@ logger = logging.getLogger(__name__)
 QUEUE = "omniforge_queue"
 EVENTS = "omniforge_events"
 CANCEL = "omniforge_cancel"
-CHANNELS = (QUEUE, EVENTS, CANCEL)
+APPROVALS = "omniforge_approvals"
+CHANNELS = (QUEUE, EVENTS, CANCEL, APPROVALS)
 
 MAX_PAYLOAD = 7_900
 """Postgres refuses payloads of 8,000 bytes or more."""

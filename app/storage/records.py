@@ -103,6 +103,7 @@ class TenantRecord(_Record):
     models: dict[str, Any]
     enabled_tools: list[str] | None
     network_allow: list[str] | None = None
+    approvals: dict[str, Any] | None = None
     created_at: datetime
     updated_at: datetime
 

@@ -9,12 +9,14 @@ from uuid import UUID
 
 from sqlalchemy import (
     Text,
+    and_,
     bindparam,
     cast,
     delete,
     func,
     insert,
     null,
+    or_,
     select,
     text,
     union_all,
@@ -24,12 +26,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.chain import ChainStatus, ErrorCode, TaskState
 from app.chain.models import utc_now
+from app.storage.approvals import PENDING, ApprovalRecord
 from app.storage.database import Database
 from app.storage.group_write import GROUP_WRITE, USAGE_SUMS, daily_usage, group_document
-from app.storage.notify import CANCEL, EVENTS, QUEUE, Notices, payloads
+from app.storage.notify import APPROVALS, CANCEL, EVENTS, QUEUE, Notices, payloads
 from app.storage.records import StoredEvent, StoredStep, TaskRecord
 from app.storage.tables import (
     CLAIMABLE,
+    approvals,
     audit_events,
     conversations,
     cost_records,
@@ -42,6 +46,8 @@ from app.storage.tables import (
 )
 
 _UNFINISHED = [state for state in TaskState if not state.is_terminal]
+# What counts against a tenant's `concurrent_runs`: a task waiting for a human does not.
+_RUNNING = [state for state in _UNFINISHED if state is not TaskState.INPUT_REQUIRED]
 
 
 async def _add_usage(connection: AsyncConnection, row: dict[str, Any]) -> None:
@@ -195,7 +201,7 @@ class RunLog:
                 unfinished = await connection.scalar(
                     select(func.count())
                     .select_from(tasks)
-                    .where(tasks.c.tenant_id == tenant_id, tasks.c.status.in_(_UNFINISHED))
+                    .where(tasks.c.tenant_id == tenant_id, tasks.c.status.in_(_RUNNING))
                 )
                 if (unfinished or 0) >= max_unfinished:
                     raise TooManyUnfinished(unfinished or 0, max_unfinished)
@@ -407,17 +413,26 @@ class RunLog:
         return [by_id[task_id] for task_id in ids if task_id in by_id]
 
     async def claim_task(self, task_id: UUID, me: str) -> TaskRecord | None:
-        """Takes one task from the queue for `me` (to end it without running it); None when
-        it is not in the queue."""
+        """Takes one task from the queue, or one that waits for approvals, for `me` (to end
+        it without running it); None when it is neither. Its pending approvals are closed:
+        nobody is to decide them any more."""
+        waits = and_(tasks.c.runner_id.is_(None), tasks.c.status == TaskState.INPUT_REQUIRED)
         async with self._database.transaction() as connection:
             result = await connection.execute(
                 update(tasks)
-                .where(tasks.c.id == task_id, _claimable())
+                .where(tasks.c.id == task_id, or_(_claimable(), waits))
                 .values(runner_id=me)
                 .returning(tasks.c.id)
             )
             if result.first() is None:
                 return None
+            await connection.execute(
+                update(approvals)
+                .where(approvals.c.task_id == task_id, approvals.c.status == PENDING)
+                .values(
+                    status="denied", reason="the task ended before a decision", decided_at=utc_now()
+                )
+            )
             row = (await connection.execute(_with_usage().where(tasks.c.id == task_id))).first()
         return None if row is None else TaskRecord.model_validate(row._mapping)
 
@@ -443,6 +458,152 @@ class RunLog:
         if released:
             self._delivered(QUEUE)
         return released
+
+    async def ask(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Stores the approvals a run is about to wait for, before anyone is told of them."""
+        async with self._database.transaction() as connection:
+            await connection.execute(insert(approvals), list(rows))
+            await self._notify(connection, APPROVALS)
+        self._delivered(APPROVALS)
+
+    async def suspend(self, task_id: UUID, me: str) -> bool:
+        """A run of `me` that stopped to wait for approvals: its task waits with no owner
+        (`input_required`) until its last pending approval is decided, or, when they all
+        are already, goes back to the queue at once. True when it waits."""
+        async with self._database.transaction() as connection:
+            owned = await connection.execute(
+                select(tasks.c.id)
+                .where(tasks.c.id == task_id, tasks.c.runner_id == me)
+                .where(tasks.c.status.in_(_UNFINISHED))
+                .with_for_update()
+            )
+            if owned.first() is None:
+                return False
+            waiting = await self._pending(connection, task_id) > 0
+            state = TaskState.INPUT_REQUIRED if waiting else TaskState.WORKING
+            await connection.execute(
+                update(tasks).where(tasks.c.id == task_id).values(runner_id=None, status=state)
+            )
+            if not waiting:
+                await self._notify(connection, QUEUE)
+        if not waiting:
+            self._delivered(QUEUE)
+        return waiting
+
+    @staticmethod
+    async def _pending(connection: AsyncConnection, task_id: UUID) -> int:
+        statement = (
+            select(func.count())
+            .select_from(approvals)
+            .where(approvals.c.task_id == task_id, approvals.c.status == PENDING)
+        )
+        return int(await connection.scalar(statement) or 0)
+
+    async def decide(
+        self,
+        tenant_id: str,
+        task_id: UUID,
+        approval_id: UUID,
+        *,
+        status: str,
+        by: str | None,
+        reason: str | None,
+        arguments: dict[str, Any] | None,
+        at: datetime,
+        audit: dict[str, Any],
+    ) -> ApprovalRecord | None:
+        """Decides a pending approval of the tenant's task, with its audit row; the last one
+        of a waiting task puts it back in the queue. None when it was not pending (any
+        more), or its task is finished."""
+        async with self._database.transaction() as connection:
+            locked = await connection.execute(
+                select(tasks.c.status)
+                .where(tasks.c.id == task_id, tasks.c.tenant_id == tenant_id)
+                .with_for_update()
+            )
+            task_status = locked.scalar()
+            if task_status is None or TaskState(task_status).is_terminal:
+                return None
+            decided = await connection.execute(
+                update(approvals)
+                .where(
+                    approvals.c.id == approval_id,
+                    approvals.c.task_id == task_id,
+                    approvals.c.tenant_id == tenant_id,
+                    approvals.c.status == PENDING,
+                )
+                .values(
+                    status=status,
+                    decided_by=by,
+                    reason=reason,
+                    decided_arguments=arguments,
+                    decided_at=at,
+                )
+                .returning(*approvals.c)
+            )
+            row = decided.first()
+            if row is None:
+                return None
+            await connection.execute(insert(audit_events), [audit])
+            resumes = task_status == TaskState.INPUT_REQUIRED and not await self._pending(
+                connection, task_id
+            )
+            if resumes:
+                await connection.execute(
+                    update(tasks)
+                    .where(tasks.c.id == task_id, tasks.c.status == TaskState.INPUT_REQUIRED)
+                    .values(status=TaskState.WORKING)
+                )
+                await self._notify(connection, QUEUE)
+        if resumes:
+            self._delivered(QUEUE)
+        return ApprovalRecord.model_validate(row._mapping)
+
+    async def next_expiry(self) -> datetime | None:
+        """When the first pending approval (of an unfinished task) times out."""
+        statement = (
+            select(func.min(approvals.c.expires_at))
+            .join(tasks, tasks.c.id == approvals.c.task_id)
+            .where(approvals.c.status == PENDING, tasks.c.status.in_(_UNFINISHED))
+        )
+        async with self._database.read() as connection:
+            at: datetime | None = await connection.scalar(statement)
+        return at
+
+    async def due(self, now: datetime, limit: int = 100) -> list[tuple[str, UUID, UUID, int]]:
+        """Pending approvals past their time: tenant, task, approval, and their timeout (s)."""
+        a = approvals.c
+        statement = (
+            select(a.tenant_id, a.task_id, a.id, a.created_at, a.expires_at)
+            .join(tasks, tasks.c.id == a.task_id)
+            .where(a.status == PENDING, a.expires_at <= now, tasks.c.status.in_(_UNFINISHED))
+            .order_by(a.expires_at)
+            .limit(limit)
+        )
+        async with self._database.read() as connection:
+            rows = (await connection.execute(statement)).all()
+        return [(row[0], row[1], row[2], round((row[4] - row[3]).total_seconds())) for row in rows]
+
+    async def decisions(self, task_id: UUID) -> list[ApprovalRecord]:
+        """A task's decided approvals its next run has yet to act on."""
+        statement = select(approvals).where(
+            approvals.c.task_id == task_id,
+            approvals.c.status != PENDING,
+            approvals.c.consumed_at.is_(None),
+        )
+        async with self._database.read() as connection:
+            rows = (await connection.execute(statement)).all()
+        return [ApprovalRecord.model_validate(row._mapping) for row in rows]
+
+    async def consume(self, approval_ids: Sequence[UUID], at: datetime) -> None:
+        """The decisions are being acted on: a later resume treats their calls as any other
+        call started before a stop."""
+        async with self._database.transaction() as connection:
+            await connection.execute(
+                update(approvals)
+                .where(approvals.c.id.in_(list(approval_ids)), approvals.c.consumed_at.is_(None))
+                .values(consumed_at=at)
+            )
 
     async def request_cancel(self, task_id: UUID, reason: str) -> TaskRecord | None:
         """Asks whoever owns the task to cancel it (the first reason given is kept); None when

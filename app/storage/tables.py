@@ -54,6 +54,9 @@ tenants = Table(
     Column("enabled_tools", JSONDocument),
     # Hosts and CIDRs its HTTP tools and MCP servers may reach past the SSRF guard; NULL: none.
     Column("network_allow", JSONDocument),
+    # Which tool calls of its runs wait for a human (approval rules); NULL: none beyond the
+    # tools' and agents' own.
+    Column("approvals", JSONDocument),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
 )
@@ -427,3 +430,46 @@ def described(name: str | None, type_: str, parent_names: object) -> bool:
     if type_ == "column":
         return name != FILE_SEARCH_COLUMN
     return not (type_ == "index" and name == FILE_SEARCH_INDEX)
+
+
+PENDING_APPROVAL = "status = 'pending'"
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("task_id", Uuid, ForeignKey("tasks.id", ondelete="CASCADE"), nullable=False),
+    Column("chain_id", Uuid, nullable=False),
+    # The call's `tool_call` step: a resumed run finds the decision by it.
+    Column("step_id", Uuid, nullable=False),
+    Column("tool_name", NAME, nullable=False),
+    Column("tool_type", SHORT, nullable=False),
+    # The call step's stored visibility level: readers see the arguments as they see the step.
+    Column("visibility", SHORT, nullable=False),
+    Column("arguments", JSONDocument, nullable=False),
+    # The tool's argument schema, which edited arguments must fit.
+    Column("input_schema", JSONDocument, nullable=False),
+    # The batch's other calls, which wait with it (none of a batch runs before all are decided).
+    Column("held_step_ids", JSONDocument, nullable=False),
+    Column("note", Text),
+    # Whether the task's submitter may decide (its agent allows it), besides `task:approve`.
+    Column("submitter_decides", Boolean, nullable=False),
+    Column("status", SHORT, nullable=False),
+    Column("decided_by", NAME),
+    Column("reason", Text),
+    Column("decided_arguments", JSONDocument),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Column("decided_at", UTCDateTime),
+    # When a resumed run acted on the decision: a later resume does not act on it again.
+    Column("consumed_at", UTCDateTime),
+    Index("ix_approvals_task", "task_id", "created_at"),
+    Index("ix_approvals_tenant_status", "tenant_id", "status", "created_at", "id"),
+    Index(
+        "ix_approvals_pending_expiry",
+        "expires_at",
+        postgresql_where=text(PENDING_APPROVAL),
+        sqlite_where=text(PENDING_APPROVAL),
+    ),
+)

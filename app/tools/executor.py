@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 from uuid import uuid4
 
 from pydantic_core import to_jsonable_python
@@ -23,6 +23,13 @@ from app.chain import (
     ToolType,
     VisibilityConfig,
     VisibilityLevel,
+)
+from app.tools.approvals import (
+    ApprovalGate,
+    ApprovalPending,
+    ApprovalStatus,
+    Decision,
+    PendingApproval,
 )
 from app.tools.cache import ToolResultCache, cache_key
 from app.tools.errors import (
@@ -60,6 +67,9 @@ class _Prepared:
     settled: bool = False
     # Its stored result step, when a resumed run replays it: it is not made again.
     recorded: ReasoningStep | None = None
+    # It is to wait for a human's decision (and why, beyond its policy).
+    waits: bool = False
+    note: str | None = None
 
 
 @dataclass(slots=True)
@@ -123,6 +133,11 @@ class ToolExecutor:
         order; each `tool_result` step follows in the same order, as soon as it and every
         earlier call are done."""
         prepared = [self._prepare(chain, context, invocation) for invocation in invocations]
+        gate = context.approvals
+        if gate is not None:
+            if any(call.waits for call in prepared):
+                await _suspend(gate, prepared)
+            await gate.acted()
         results: list[ToolResult] = []
         abort: GuardRejection | None = None
         live = [call for call in prepared if call.recorded is None]
@@ -217,11 +232,40 @@ class ToolExecutor:
         assert call_step.tool_call is not None
         correlation_id = call_step.tool_call.correlation_id
         recorded = chain.recorded_result(call_step) if replaying else None
+        gate = context.approvals
+        waits, note = False, None
+        if (
+            gate is not None
+            and entry is not None
+            and recorded is None
+            and failure is None
+            and gate.needs(invocation.name, tool_type, entry.definition.approval)
+        ):
+            decision = gate.decision(call_step.id) if replaying else None
+            if decision is None:
+                waits = True
+                if replaying and not gate.waited(call_step.id):
+                    note = (
+                        "It was under way when the service stopped: whether it took effect "
+                        "is unknown."
+                    )
+            elif not decision.status.approves:
+                failure = ToolError(
+                    _denial(invocation.name, decision), error_code=ErrorCode.APPROVAL_DENIED
+                )
+            elif decision.arguments is not None:
+                problems = field_errors(entry.validator, decision.arguments)
+                if problems:
+                    failure = InvalidToolArguments(invocation.name, problems)
+                else:
+                    arguments = decision.arguments
         if (
             replaying
             and recorded is None
             and failure is None
+            and not waits
             and not registry.idempotent(invocation.name)
+            and not (gate is not None and gate.waited(call_step.id))
         ):
             failure = ToolError(
                 f"the outcome of this call of {invocation.name!r} is unknown: the service "
@@ -233,7 +277,15 @@ class ToolExecutor:
             correlation_id=correlation_id, parent_step_id=call_step.id, call_step=call_step
         )
         return _Prepared(
-            invocation, entry, arguments, call_context, call_step, failure, recorded=recorded
+            invocation,
+            entry,
+            arguments,
+            call_context,
+            call_step,
+            failure,
+            recorded=recorded,
+            waits=waits,
+            note=note,
         )
 
     async def _run(self, call: _Prepared) -> _Outcome:
@@ -473,6 +525,44 @@ def _replayed(chain: ReasoningChain, call: _Prepared, recorded: ReasoningStep) -
     assert info is not None
     value = info.result if info.success else None
     return ToolResult(call.call_step, result_step, value)
+
+
+async def _suspend(gate: ApprovalGate, prepared: list[_Prepared]) -> NoReturn:
+    """Stops the run where a batch has calls to wait for a human: they are stored as
+    pending (with the batch's other calls, held: none of the batch runs before all are
+    decided), then `ApprovalPending` ends the run at this step boundary."""
+    pending = []
+    for call in prepared:
+        if not call.waits:
+            continue
+        assert call.entry is not None
+        assert call.call_step.tool_call is not None
+        info = call.call_step.tool_call
+        pending.append(
+            PendingApproval(
+                approval_id=uuid4(),
+                call_step=call.call_step,
+                tool_type=info.tool_type,
+                arguments=info.arguments,
+                input_schema=call.entry.definition.parameters,
+                expires_at=gate.expiry(),
+                note=call.note,
+            )
+        )
+    held = [call.call_step.id for call in prepared if not call.waits and call.recorded is None]
+    if gate.ask is not None:
+        await gate.ask(pending, held)
+    raise ApprovalPending(pending, held)
+
+
+def _denial(name: str, decision: Decision) -> str:
+    if decision.status is ApprovalStatus.EXPIRED:
+        said = f"nobody approved this call of {name!r} in time"
+    else:
+        by = f" ({decision.decided_by})" if decision.decided_by else ""
+        said = f"a reviewer{by} denied this call of {name!r}"
+    reason = f": {decision.reason.rstrip('.')}" if decision.reason else ""
+    return f"{said}{reason}. It was not made."
 
 
 def _elapsed_ms(started: float) -> float:

@@ -15,10 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.chain import FailedAttempt, ToolType, VisibilityLevel
 from app.llm.types import DeltaKind
+from app.tools.approvals import ApprovalMode
 from app.tools.errors import ErrorClass
 
 if TYPE_CHECKING:
     from app.chain import ReasoningStep
+    from app.tools.approvals import ApprovalGate
     from app.tools.guards import ToolGuard
     from app.tools.registry import ToolRegistry
     from app.tools.services import ToolServices
@@ -116,6 +118,11 @@ class ToolDefinition(BaseModel):
         description="Whether a call may be made again when a run resumes and its first "
         "attempt's outcome is unknown (the process stopped while it ran): reads and pure "
         "computations are; calls with side effects are not.",
+    )
+    approval: ApprovalMode = Field(
+        default=ApprovalMode.NEVER,
+        description="`always`: every call waits for a human's decision before it is made. "
+        "Its tenant's and agent's rules may ask for approval too; any `always` wins.",
     )
     visibility: ToolVisibilityConfig = ToolVisibilityConfig()
     permissions: ToolPermissions = ToolPermissions()
@@ -225,6 +232,8 @@ class ToolCallContext:
     on_progress: "Callable[[ToolProgress], None] | None" = None
     # The `tool_call` step of the call this context was made for (set by the executor).
     call_step: "ReasoningStep | None" = None
+    # Which calls wait for a human, and the decisions a resumed run applies; None: none do.
+    approvals: "ApprovalGate | None" = None
 
     def at(
         self,
@@ -254,6 +263,7 @@ class ToolCallContext:
             self.services,
             self.on_progress,
             self.call_step if call_step is None else call_step,
+            self.approvals,
         )
 
     def progress(self, message: str, fraction: float | None = None) -> None:

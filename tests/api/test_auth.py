@@ -36,6 +36,7 @@ class Route:
             file_id=uuid4(),
             server_id=uuid4(),
             key_id=uuid4(),
+            approval_id=uuid4(),
         )
 
     def request_kwargs(self) -> dict[str, Any]:
@@ -63,6 +64,8 @@ BODIES: dict[str, Callable[[], Any]] = {
     "PUT /api/v1/tenants/{tenant_id}/quotas": lambda: {"llm_calls_per_minute": 1000},
     "PUT /api/v1/tenants/{tenant_id}/network": lambda: {"allow": ["10.0.0.0/8"]},
     "PUT /api/v1/tenants/{tenant_id}/models": lambda: {"approved": None},
+    "PUT /api/v1/tenants/{tenant_id}/approvals": lambda: {"tools": {"calculator": "never"}},
+    "POST /api/v1/tasks/{task_id}/approvals/{approval_id}": lambda: {"decision": "approve"},
     "POST /api/v1/agents": lambda: {"name": f"a-{uuid4().hex[:12]}"},
     "PATCH /api/v1/agents/{name}": lambda: {"description": "Changed"},
     "POST /api/v1/conversations": dict,
@@ -88,6 +91,9 @@ ROUTES = [
     Route("POST", "/api/v1/tasks/{task_id}/stream-ticket"),
     Route("GET", "/api/v1/tasks/{task_id}/chain"),
     Route("GET", "/api/v1/tasks/{task_id}/costs"),
+    Route("GET", "/api/v1/tasks/{task_id}/approvals"),
+    Route("POST", "/api/v1/tasks/{task_id}/approvals/{approval_id}"),
+    Route("GET", "/api/v1/approvals"),
     Route("GET", "/api/v1/chains/{chain_id}"),
     Route("GET", "/api/v1/chains/{chain_id}/steps"),
     Route("GET", "/api/v1/chains/{chain_id}/export"),
@@ -106,6 +112,8 @@ ROUTES = [
     Route("PUT", "/api/v1/tenants/{tenant_id}/quotas"),
     Route("GET", "/api/v1/tenants/{tenant_id}/models"),
     Route("PUT", "/api/v1/tenants/{tenant_id}/models"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/approvals"),
+    Route("PUT", "/api/v1/tenants/{tenant_id}/approvals"),
     Route("GET", "/api/v1/tenants/{tenant_id}/audit"),
     Route("GET", "/api/v1/tenants/{tenant_id}/costs"),
     Route("GET", "/api/v1/tenants/{tenant_id}/usage"),
@@ -158,6 +166,8 @@ ROUTES_WITH_IDS = [
     # Each tried with another tenant's own file / MCP server in their own tests.
     and "{file_id}" not in route.template
     and "{server_id}" not in route.template
+    # Tried with another tenant's real approval in tests/api/test_approvals.py.
+    and "{approval_id}" not in route.template
     # Tried with another tenant's own key in tests/api/test_api_keys.py.
     and "{key_id}" not in route.template
 ]

@@ -78,6 +78,8 @@ def test_event_streams_document_each_event_type_and_its_payload() -> None:
             "reasoning_step",
             "budget_warning",
             "tool_progress",
+            "approval_required",
+            "approval_decided",
             "chain_completed",
             "chain_failed",
             "done",

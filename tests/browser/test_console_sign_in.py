@@ -20,7 +20,9 @@ async def test_a_person_signs_in_with_an_api_key_and_sees_their_tenant(
     await expect(navigation).to_contain_text(f"Tenant {tenant}")
     await expect(navigation).to_contain_text("key “ci-key”")
     await expect(navigation.get_by_role("link")).to_have_text(
-        ["Tasks", "Conversations", "Agents"]  # a member: no costs, no settings
+        # A member: no costs, no settings; approvals (a submitter may decide where the agent
+        # allows it).
+        ["Tasks", "Approvals", "Conversations", "Agents"]
     )
     assert page.url == console_url(service, "/tasks")
 

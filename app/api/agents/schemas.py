@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.agents.spec import OnLimit, ToolName
+from app.agents.spec import AgentApprovals, OnLimit, ToolName
 from app.chain import Budget
 from app.runs.agents import AgentDefinition
 from app.runs.models import AgentName, Metadata
@@ -56,6 +56,7 @@ class AgentUpdate(BaseModel):
     response_format: dict[str, Any] | None = None
     budget: Budget | None = None
     on_limit: OnLimit | None = None
+    approvals: AgentApprovals | None = None
     metadata: Metadata | None = None
 
     def applied_to(self, current: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from app.storage.conversations import ConversationRepository
 from app.storage.records import ConversationRecord, TaskRecord
 from app.storage.run_log import ConversationBusy
 from app.storage.tasks import TaskRepository
+from app.tools.approvals import ApprovalRules
 from app.tools.errors import FieldError
 
 
@@ -178,6 +179,9 @@ async def policy_for(
         executes_tools=Permission.TOOL_EXECUTE in permissions,
         key_quotas=None if key is None else key.quotas,
         key_scope=None if key is None else key.scope,
+        approvals=None
+        if tenant.record.approvals is None
+        else ApprovalRules.model_validate(tenant.record.approvals),
     )
 
 

@@ -29,6 +29,7 @@ from app.api.tenants.schemas import (
 )
 from app.api.tenants.service import (
     create_tenant,
+    set_approvals,
     set_models,
     set_network,
     set_quotas,
@@ -43,6 +44,7 @@ from app.security.visibility import VisibilityPolicy
 from app.storage.audit import AuditRepository
 from app.storage.pagination import MAX_PAGE_SIZE
 from app.storage.tenants import TenantRepository
+from app.tools.approvals import ApprovalRules
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["tenants"], route_class=CheckedRoute)
 
@@ -178,6 +180,35 @@ async def put_network(
     tenant = await caller.scope(state, tenant_id)
     record = await set_network(state, caller, tenant, body.allow)
     return NetworkSettings(allow=record.network_allow or [])
+
+
+@router.get(
+    "/{tenant_id}/approvals",
+    summary="Which tool calls of a tenant's runs wait for a human",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_approvals(
+    tenant_id: str, caller: RequireToolConfigure, state: State
+) -> ApprovalRules:
+    tenant = await caller.scope(state, tenant_id)
+    return ApprovalRules.model_validate(tenant.record.approvals or {})
+
+
+@router.put(
+    "/{tenant_id}/approvals",
+    summary="Set which tool calls of a tenant's runs wait for a human",
+    responses=problems(401, 403, 404, 422),
+)
+async def put_approvals(
+    tenant_id: str, body: ApprovalRules, caller: RequireToolConfigure, state: State
+) -> ApprovalRules:
+    """Rules by tool name and by tool type (`always` or `never`), and how long a call waits
+    (`timeout_s`) before it is denied on its own. With a tool's own `approval` and its
+    agent's rules, any `always` wins. Applies to calls made from now on. Audited with the
+    rules before and after."""
+    tenant = await caller.scope(state, tenant_id)
+    record = await set_approvals(state, caller, tenant, body)
+    return ApprovalRules.model_validate(record.approvals or {})
 
 
 @router.get(

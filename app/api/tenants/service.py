@@ -18,6 +18,7 @@ from app.runs.errors import NotFound
 from app.security.visibility import VisibilityPolicy
 from app.storage.records import TenantRecord
 from app.storage.tenants import TenantRepository
+from app.tools.approvals import ApprovalRules
 from app.tools.builtin.llm import LLM_TOOL_NAME
 
 
@@ -85,6 +86,14 @@ async def set_network(
     if state.toolbox.mcp is not None:  # its servers are reached under the new list at once
         state.toolbox.mcp.changed(tenant.id)
     return record
+
+
+async def set_approvals(
+    state: AppState, caller: Caller, tenant: Tenant, rules: ApprovalRules
+) -> TenantRecord:
+    document = rules.model_dump(mode="json", exclude_defaults=True)
+    changes = {"approvals": document or None}
+    return await _change(state, caller, tenant, AuditAction.APPROVALS_UPDATE, changes)
 
 
 async def set_quotas(

@@ -9,6 +9,7 @@ from omniforge_client.errors import (
     AgentBuiltin,
     AgentExists,
     APIError,
+    ApprovalDecided,
     BadRequest,
     Conflict,
     ConversationBusy,
@@ -32,6 +33,8 @@ from omniforge_client.errors import (
     ValidationFailed,
 )
 from omniforge_client.events import (
+    ApprovalDecidedEvent,
+    ApprovalRequiredEvent,
     BudgetWarningEvent,
     ChainCompletedEvent,
     ChainFailedEvent,
@@ -67,6 +70,9 @@ __all__ = [
     "AgentArchived",
     "AgentBuiltin",
     "AgentExists",
+    "ApprovalDecided",
+    "ApprovalDecidedEvent",
+    "ApprovalRequiredEvent",
     "AsyncOmniForge",
     "BadRequest",
     "BudgetWarningEvent",

@@ -124,6 +124,10 @@ class McpServerExists(Conflict):
     pass
 
 
+class ApprovalDecided(Conflict):
+    """The tool call was decided already (or denied by its timeout)."""
+
+
 class ConversationBusy(Conflict):
     @property
     def running_task_id(self) -> str | None:
@@ -190,6 +194,7 @@ _BY_SLUG: dict[str, type[APIError]] = {
     "agent-builtin": AgentBuiltin,
     "mcp-server-exists": McpServerExists,
     "conversation-busy": ConversationBusy,
+    "approval-decided": ApprovalDecided,
     "payload-too-large": PayloadTooLarge,
     "validation-error": ValidationFailed,
     "model-not-approved": ModelNotApproved,

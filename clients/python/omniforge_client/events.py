@@ -80,6 +80,38 @@ class ToolProgressEvent(Event):
     fraction: float | None = None
 
 
+class ApprovalRequiredEvent(Event):
+    """A tool call waits for a human's decision; the task is `input_required` meanwhile.
+    `arguments` are None where the reader may not see the call's."""
+
+    api_schema = "ApprovalRequiredEvent"
+    type: Literal["approval_required"] = "approval_required"
+    approval_id: UUID
+    step_id: UUID
+    tool_name: str
+    tool_type: ToolType
+    visibility: VisibilityLevel
+    arguments: dict[str, Any] | None
+    expires_at: datetime
+    note: str | None = None
+
+
+class ApprovalDecidedEvent(Event):
+    """What was decided for a call that waited, as the resumed run acts on it."""
+
+    api_schema = "ApprovalDecidedEvent"
+    type: Literal["approval_decided"] = "approval_decided"
+    approval_id: UUID
+    step_id: UUID
+    tool_name: str
+    tool_type: ToolType
+    visibility: VisibilityLevel
+    decision: Literal["approved", "denied", "expired"]
+    decided_by: str | None = None
+    reason: str | None = None
+    arguments: dict[str, Any] | None = None
+
+
 class ChainCompletedEvent(Event):
     api_schema = "ChainCompletedEvent"
     type: Literal["chain_completed"] = "chain_completed"
@@ -133,6 +165,8 @@ KnownEvent = Annotated[
     | ReasoningStepEvent
     | BudgetWarningEvent
     | ToolProgressEvent
+    | ApprovalRequiredEvent
+    | ApprovalDecidedEvent
     | ChainCompletedEvent
     | ChainFailedEvent
     | DoneEvent

@@ -51,6 +51,7 @@ class AgentDefinition(TypedDict, total=False):
     response_format: Mapping[str, Any]
     budget: BudgetLimits
     on_limit: Literal["fail", "answer"]
+    approvals: Mapping[str, Any]
     metadata: Mapping[str, Any]
 
 
@@ -68,4 +69,5 @@ class AgentChanges(TypedDict, total=False):
     response_format: Mapping[str, Any] | None
     budget: BudgetLimits | None
     on_limit: Literal["fail", "answer"] | None
+    approvals: Mapping[str, Any] | None
     metadata: Mapping[str, Any] | None

@@ -11,7 +11,9 @@ from uuid import UUID
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-TaskState = Literal["submitted", "working", "completed", "incomplete", "failed", "cancelled"]
+TaskState = Literal[
+    "submitted", "working", "input_required", "completed", "incomplete", "failed", "cancelled"
+]
 ChainStatus = Literal[
     "initializing",
     "thinking",
@@ -370,6 +372,9 @@ class Agent(ApiModel):
     response_format: dict[str, Any] | None = None
     budget: Budget | None = None
     on_limit: Literal["fail", "answer"] = "fail"
+    # Which tool calls wait for a human: `tools` and `types` rules, `timeout_s`,
+    # `submitter_decides`.
+    approvals: dict[str, Any] | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_by: str | None
     created_at: datetime

@@ -5,6 +5,7 @@ import { ErrorNote, Loading } from "./components.jsx";
 import { Link, navigate, useRoute } from "./router.jsx";
 import { useSession } from "./session.js";
 import { AgentPage, AgentsPage } from "./pages/agents.jsx";
+import { ApprovalsPage } from "./pages/approvals.jsx";
 import { ConversationPage, ConversationsPage } from "./pages/conversations.jsx";
 import "./pages/costs.css";
 import { SettingsPage, canSeeSettings } from "./pages/settings.jsx";
@@ -36,6 +37,11 @@ const CostsPage = lazy(() => import("./pages/costs.jsx").then((module) => module
 
 const NAVIGATION = [
   { to: "/tasks", label: "Tasks", allowed: (can) => can("task:read") },
+  {
+    to: "/approvals",
+    label: "Approvals",
+    allowed: (can) => can("task:approve") || can("task:read"),
+  },
   { to: "/conversations", label: "Conversations", allowed: (can) => can("task:read") },
   { to: "/agents", label: "Agents", allowed: (can) => can("task:read") },
   { to: "/costs", label: "Costs", allowed: (can) => can("cost:view") },
@@ -46,6 +52,7 @@ const NAVIGATION = [
 const ROUTES = [
   [/^\/tasks$/, TasksPage],
   [/^\/tasks\/([0-9a-f-]{36})$/, TaskPage],
+  [/^\/approvals$/, ApprovalsPage],
   [/^\/conversations$/, ConversationsPage],
   [/^\/conversations\/([0-9a-f-]{36})$/, ConversationPage],
   [/^\/agents$/, AgentsPage],

@@ -37,7 +37,7 @@ export function ErrorNote({ error }) {
     <div class="error-note" role="alert">
       <strong>{error.title || "Something went wrong"}</strong>
       <span> {error.message}</span>
-      {error.permission && (
+      {error.permission && !error.message.includes(error.permission) && (
         <span class="error-permission">
           {" "}
           (needs the permission <code>{error.permission}</code>)

@@ -6,6 +6,7 @@ import { api } from "../api.js";
 import { ErrorNote } from "../components.jsx";
 import { json, when } from "../format.js";
 import { useAction } from "../hooks.js";
+import "./decision.css";
 
 // The arguments as typed: { value } when the text is a JSON object, else { problem }.
 export function parseArguments(text) {

@@ -20,6 +20,8 @@ export function initialChain(task) {
     stopReason: task?.stop_reason ?? null,
     error: task?.error_code ? { code: task.error_code, message: task.error_message } : null,
     warning: null,
+    approvals: {}, // approval id → the approval (as the API reads it back, or from events)
+    resumed: [], // times the run resumed (after a decision, or on another instance)
     following: false,
     ended: false,
     loaded: false, // the whole chain was read (a finished task)
@@ -32,6 +34,51 @@ function withStep(steps, step) {
   // Steps come in order; a resumed stream could only repeat, never reorder, but keep it sure.
   next.sort((a, b) => a.step_number - b.step_number);
   return next;
+}
+
+// An approval as last known: a decision is never undone by news of the approval still
+// pending (the read-back and the stream may arrive in either order).
+export function mergeApproval(known, incoming) {
+  const fields = Object.fromEntries(
+    Object.entries(incoming).filter(([, value]) => value !== undefined),
+  );
+  if (!known) return fields;
+  if (fields.status === "pending" && known.status !== "pending") {
+    return { ...fields, ...known };
+  }
+  return { ...known, ...fields };
+}
+
+function withApproval(state, approval) {
+  return {
+    ...state,
+    approvals: { ...state.approvals, [approval.id]: mergeApproval(state.approvals[approval.id], approval) },
+  };
+}
+
+// The approvals of a chain, oldest first.
+export function approvalsOf(state) {
+  return Object.values(state.approvals).sort(
+    (a, b) => Date.parse(a.created_at ?? 0) - Date.parse(b.created_at ?? 0),
+  );
+}
+
+export function pendingApprovals(state) {
+  return approvalsOf(state).filter((approval) => approval.status === "pending");
+}
+
+// When the run went on after `approval` was decided: the first time it said it resumed
+// after the decision; for a chain read back whole (no events), the first step after it.
+export function resumedAfter(state, approval) {
+  if (approval.status === "pending") return null;
+  // The run waits from the moment it asks: a resume after that follows the decision.
+  const asked = Date.parse(approval.created_at);
+  const said = state.resumed.find((at) => Date.parse(at) >= asked);
+  if (said) return { at: said, seen: "event" };
+  if (!state.loaded || !approval.decided_at) return null;
+  const since = Date.parse(approval.decided_at);
+  const next = state.steps.find((step) => Date.parse(step.timestamp) >= since);
+  return next ? { at: next.timestamp, seen: "step", step: next.step_number } : null;
 }
 
 // The reducer: `action` is [type, data] — a stream event, or "loaded" / "following".
@@ -49,7 +96,48 @@ export function chainReducer(state, [type, data]) {
     case "following":
       return { ...state, following: data };
     case "task_status":
-      return { ...state, status: data.state };
+      return {
+        ...state,
+        status: data.state,
+        resumed: data.resumed ? [...state.resumed, data.timestamp] : state.resumed,
+      };
+    case "approvals": // GET /tasks/{id}/approvals
+      return {
+        ...state,
+        approvals: data.reduce(
+          (known, approval) => ({ ...known, [approval.id]: mergeApproval(known[approval.id], approval) }),
+          state.approvals,
+        ),
+      };
+    case "approval_required":
+      return withApproval(state, {
+        id: data.approval_id,
+        task_id: data.task_id,
+        chain_id: data.chain_id,
+        step_id: data.step_id,
+        tool: data.tool_name,
+        tool_type: data.tool_type,
+        visibility: data.visibility,
+        arguments: data.arguments,
+        note: data.note,
+        created_at: data.timestamp,
+        expires_at: data.expires_at,
+        status: "pending",
+      });
+    case "approval_decided":
+      return withApproval(state, {
+        id: data.approval_id,
+        task_id: data.task_id,
+        chain_id: data.chain_id,
+        step_id: data.step_id,
+        tool: data.tool_name,
+        tool_type: data.tool_type,
+        status: data.decision,
+        decided_by: data.decided_by,
+        reason: data.reason,
+        decided_arguments: data.arguments,
+        decided_at: data.timestamp,
+      });
     case "reasoning_step":
       return { ...state, steps: withStep(state.steps, data.step), metrics: data.metrics };
     case "output_delta": {

@@ -1,9 +1,12 @@
 // A chain's steps as a timeline: thoughts, tool calls with the result that completes each
 // (paired by correlation id), the answer; live parts (an LLM call's reply typing in, a
 // tool's progress) under the call that is running. Every step is one element with
-// `data-step-type`, whole or summarised, exactly as the API sent it.
-import { count, duration, json, when } from "../format.js";
-import { isLLMCall, timeline } from "./model.js";
+// `data-step-type`, whole or summarised, exactly as the API sent it. A call that waited for
+// a person's approval shows the wait, the decision and the run resuming under it.
+import { Decision, DecideForm } from "../approvals/decision.jsx";
+import { count, duration, json, relative, when } from "../format.js";
+import { Link } from "../router.jsx";
+import { approvalsOf, isLLMCall, resumedAfter, timeline } from "./model.js";
 
 // A step's time of day to the millisecond: steps of one chain are seconds apart.
 function clock(iso) {
@@ -220,10 +223,67 @@ function LiveReply({ live }) {
   );
 }
 
-function ToolCall({ step, result, live, progress, running }) {
+function At({ iso }) {
+  return (
+    <time dateTime={iso} title={when(iso)} class="mono">
+      {clock(iso)}
+    </time>
+  );
+}
+
+// An approval of a tool call: the run suspended for it, what was decided and by whom, the
+// run resuming. While it is pending, a person who may decide does so here or in the inbox.
+function Approval({ approval, chain, decide }) {
+  const pending = approval.status === "pending";
+  const resumed = resumedAfter(chain, approval);
+  return (
+    <div
+      class={`approval approval-${approval.status}`}
+      data-approval-id={approval.id}
+      data-approval-status={approval.status}
+    >
+      <p class="approval-wait" data-marker="suspended">
+        <span class="badge warn">suspended</span>
+        {pending ? (
+          <>
+            <strong>
+              Waiting for approval of <code>{approval.tool}</code>
+            </strong>
+            <span class="muted">
+              {" "}
+              since <At iso={approval.created_at} />
+              {approval.expires_at && `, expires ${relative(approval.expires_at)}`}
+            </span>{" "}
+            <Link to="/approvals">Open the approvals inbox</Link>
+          </>
+        ) : (
+          <>
+            Run suspended at <At iso={approval.created_at} /> for approval of{" "}
+            <code>{approval.tool}</code>
+          </>
+        )}
+      </p>
+      {approval.note && <p class="approval-note">{approval.note}</p>}
+      {pending && decide && approval.task_id && (
+        <DecideForm approval={approval} onDecided={decide} />
+      )}
+      <Decision approval={approval} />
+      {resumed && (
+        <p class="approval-resumed" data-marker="resumed">
+          <span class="badge resumed">resumed</span>
+          Run resumed at <At iso={resumed.at} />
+          {resumed.seen === "step" && <span class="muted"> (step #{resumed.step})</span>}
+        </p>
+      )}
+    </div>
+  );
+}
+
+function ToolCall({ step, result, live, progress, running, approvals, chain, decide }) {
   const call = step.tool_call;
   const llm = isLLMCall(step);
   const hasArguments = call.arguments && Object.keys(call.arguments).length > 0;
+  const waiting = approvals.some((approval) => approval.status === "pending");
   return (
     <li
       class={`step step-call ${llm ? "llm" : "tool"}`}
@@ -234,7 +294,8 @@ function ToolCall({ step, result, live, progress, running }) {
       <StepHead step={step} label={llm ? "LLM call" : "Tool call"}>
         <code class="tool-name">{llm ? call.model || call.tool_name : call.tool_name}</code>
         <span class="badge">{call.tool_type}</span>
-        {!result && running && <span class="status tone-active">running</span>}
+        {!result && waiting && <span class="status tone-warn">awaiting approval</span>}
+        {!result && running && !waiting && <span class="status tone-active">running</span>}
         {!result && !running && <span class="status tone-neutral">no result</span>}
       </StepHead>
       {hasArguments &&
@@ -246,6 +307,9 @@ function ToolCall({ step, result, live, progress, running }) {
         ) : (
           <pre class="arguments">{json(call.arguments)}</pre>
         ))}
+      {approvals.map((approval) => (
+        <Approval key={approval.id} approval={approval} chain={chain} decide={decide} />
+      ))}
       {progress && <Progress progress={progress} />}
       {!result && live && <LiveReply live={live} />}
       {result && <Result step={result} llm={llm} />}
@@ -262,23 +326,99 @@ function Gap({ from, to }) {
   );
 }
 
-export function Timeline({ chain }) {
+// An approval whose call the reader is not shown (or not yet), standing alone at its time.
+function ApprovalEntry({ approval, chain, decide }) {
+  return (
+    <li class="step step-approval" data-entry="approval">
+      <header class="step-head">
+        <span class="step-label">Approval</span>
+        <code class="tool-name">{approval.tool}</code>
+        {approval.tool_type && <span class="badge">{approval.tool_type}</span>}
+        {approval.created_at && (
+          <time class="step-time muted" dateTime={approval.created_at}>
+            {clock(approval.created_at)}
+          </time>
+        )}
+      </header>
+      {approval.arguments && <pre class="arguments">{json(approval.arguments)}</pre>}
+      <Approval approval={approval} chain={chain} decide={decide} />
+    </li>
+  );
+}
+
+// A resume no approval explains: the run went on on another instance.
+function ResumedEntry({ at }) {
+  return (
+    <li class="marker" data-marker="resumed">
+      <span class="badge resumed">resumed</span>
+      Run resumed at <At iso={at} />, its earlier steps kept.
+    </li>
+  );
+}
+
+// `decide(approval)`, when given, lets the reader decide pending approvals in the timeline.
+export function Timeline({ chain, decide }) {
   const entries = timeline(chain.steps);
   const running = !chain.ended && chain.following;
+  const approvals = approvalsOf(chain);
+  const calls = new Set(entries.filter((entry) => entry.step.tool_call).map((entry) => entry.step.id));
+  const byStep = new Map();
+  const alone = [];
+  for (const approval of approvals) {
+    if (calls.has(approval.step_id)) {
+      byStep.set(approval.step_id, [...(byStep.get(approval.step_id) ?? []), approval]);
+    } else {
+      alone.push(approval);
+    }
+  }
+  const explained = new Set(
+    approvals.map((approval) => resumedAfter(chain, approval)?.at).filter(Boolean),
+  );
+  // What is not a step goes after the last step made before it.
+  const extras = [
+    ...alone.map((approval) => ({
+      at: approval.created_at,
+      key: approval.id,
+      item: <ApprovalEntry key={approval.id} approval={approval} chain={chain} decide={decide} />,
+    })),
+    ...chain.resumed
+      .filter((at) => !explained.has(at))
+      .map((at) => ({ at, key: `resumed-${at}`, item: <ResumedEntry key={`resumed-${at}`} at={at} /> })),
+  ].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+  const before = (entry) => {
+    const taken = [];
+    while (extras.length && Date.parse(extras[0].at) < Date.parse(entry.step.timestamp)) {
+      taken.push(extras.shift().item);
+    }
+    return taken;
+  };
   let last = 0;
+  const items = entries.flatMap((entry) => {
+    const number = entry.step.step_number;
+    const gap = number > last + 1 ? [<Gap key={`gap-${number}`} from={last + 1} to={number - 1} />] : [];
+    last = Math.max(last, number, entry.result?.step_number ?? 0);
+    return [
+      ...before(entry),
+      ...gap,
+      <Entry
+        key={entry.step.id}
+        {...entry}
+        chain={chain}
+        running={running}
+        approvals={byStep.get(entry.step.id) ?? []}
+        decide={decide}
+      />,
+    ];
+  });
   return (
     <ol class="timeline" aria-label="Steps">
-      {entries.flatMap((entry) => {
-        const number = entry.step.step_number;
-        const gap = number > last + 1 ? [<Gap key={`gap-${number}`} from={last + 1} to={number - 1} />] : [];
-        last = Math.max(last, number, entry.result?.step_number ?? 0);
-        return [...gap, <Entry key={entry.step.id} {...entry} chain={chain} running={running} />];
-      })}
+      {items}
+      {extras.map((extra) => extra.item)}
     </ol>
   );
 }
 
-function Entry({ step, result, chain, running }) {
+function Entry({ step, result, chain, running, approvals, decide }) {
   if (step.thinking) return <Thinking step={step} />;
   if (step.synthesis) return <Synthesis step={step} />;
   if (step.tool_call) {
@@ -289,6 +429,9 @@ function Entry({ step, result, chain, running }) {
         live={chain.live[step.id]}
         progress={chain.progress[step.id]}
         running={running}
+        approvals={approvals}
+        chain={chain}
+        decide={decide}
       />
     );
   }

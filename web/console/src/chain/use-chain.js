@@ -1,5 +1,5 @@
 // A task's chain for a page: read whole when the task has finished, else followed live
-// from its first event to `done` (steps, the reply typing in, progress, the end).
+// from its first event to `done` (steps, the reply typing in, progress, approvals, the end).
 import { useLayoutEffect, useReducer, useRef, useState } from "preact/hooks";
 import { api, follow } from "../api.js";
 import { chainReducer, initialChain, isFinished } from "./model.js";
@@ -19,6 +19,12 @@ export function useTaskChain(task, { enabled = true, onDone } = {}) {
     dispatch(["reset", task]);
     setError(null);
     let active = true;
+    // The approvals of its tool calls, decided or not (the stream tells those of a run still
+    // going as they come; this also gives a finished chain's). Only an addition to the
+    // chain: a reader the API does not show them to sees the chain without them.
+    api(`/api/v1/tasks/${id}/approvals`)
+      .then((data) => active && dispatch(["approvals", data.items]))
+      .catch(() => {});
     if (isFinished(task.status)) {
       api(`/api/v1/tasks/${id}/chain`)
         .then((data) => active && dispatch(["loaded", data]))
@@ -49,5 +55,7 @@ export function useTaskChain(task, { enabled = true, onDone } = {}) {
     };
   }, [id, enabled]);
 
-  return { chain, error };
+  // An approval decided on the page: shown at once, before the stream tells it.
+  const noteApproval = (approval) => dispatch(["approvals", [approval]]);
+  return { chain, error, noteApproval };
 }

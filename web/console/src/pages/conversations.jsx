@@ -9,7 +9,7 @@ import { useAction, useApi, usePaged } from "../hooks.js";
 import { Link, navigate } from "../router.jsx";
 import { useSession } from "../session.js";
 import { inputText } from "../chain/labels.js";
-import { draftAnswer, isFinished, isLLMCall } from "../chain/model.js";
+import { draftAnswer, isFinished, isLLMCall, pendingApprovals } from "../chain/model.js";
 import { useTaskChain } from "../chain/use-chain.js";
 import "./chain.css";
 
@@ -125,6 +125,15 @@ function activity(chain) {
   const answered = new Set(
     chain.steps.filter((step) => step.tool_result).map((step) => step.tool_result.correlation_id),
   );
+  const waiting = pendingApprovals(chain);
+  if (waiting.length > 0) {
+    return (
+      <>
+        Waiting for approval of <code>{waiting[0].tool}</code>:{" "}
+        <Link to="/approvals">open the approvals inbox</Link>
+      </>
+    );
+  }
   const last = chain.steps[chain.steps.length - 1];
   if (!last) return "Starting…";
   if (last.tool_call && !answered.has(last.tool_call.correlation_id)) {

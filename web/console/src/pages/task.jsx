@@ -8,7 +8,7 @@ import { useApi, useAction } from "../hooks.js";
 import { Link } from "../router.jsx";
 import { useSession } from "../session.js";
 import { agentLabel, inputText, mayCancel, remainingBudget, wallTime } from "../chain/labels.js";
-import { draftAnswer, isFinished } from "../chain/model.js";
+import { draftAnswer, isFinished, pendingApprovals } from "../chain/model.js";
 import { Timeline } from "../chain/timeline.jsx";
 import { useTaskChain } from "../chain/use-chain.js";
 import "./chain.css";
@@ -121,14 +121,14 @@ function CancelButton({ task, onCancelled }) {
 
 export function TaskPage({ params }) {
   const [id] = params;
-  const { can } = useSession();
+  const { can, me } = useSession();
   const { data: loaded, error, reload } = useApi(`/api/v1/tasks/${id}`);
   const [task, setTask] = useState(null);
   useEffect(() => {
     if (loaded) setTask(loaded);
   }, [loaded]);
   const readsChain = can("chain:read");
-  const { chain, error: chainError } = useTaskChain(task, {
+  const { chain, error: chainError, noteApproval } = useTaskChain(task, {
     enabled: readsChain,
     onDone: () => reload(),
   });
@@ -145,6 +145,10 @@ export function TaskPage({ params }) {
 
   const status = (chain.following || chain.ended) && chain.status ? chain.status : task.status;
   const shown = { ...task, status };
+  const waiting = isFinished(status) ? [] : pendingApprovals(chain);
+  // Tenant admins decide on any call; a task's submitter where its agent lets them (the
+  // API says which: a refusal shows here as its problem).
+  const mayDecide = can("task:approve") || (can("task:create") && task.user_id === me.subject);
   return (
     <Page
       title={
@@ -186,6 +190,17 @@ export function TaskPage({ params }) {
       <Card title="Usage">
         <Metrics task={task} metrics={chain.metrics ?? task.usage} live={!isFinished(status)} />
       </Card>
+      {waiting.length > 0 && (
+        <div class="approval-banner" role="status">
+          <strong>
+            Waiting for approval of{" "}
+            <code>{[...new Set(waiting.map((approval) => approval.tool))].join(", ")}</code>
+          </strong>
+          : the run goes on once a person decides
+          {mayDecide ? " — below, or in " : " in "}
+          <Link to="/approvals">the approvals inbox</Link>.
+        </div>
+      )}
       {chain.warning && (
         <div class="budget-warning" role="status">
           Budget warning: {chain.warning.limits.join(", ")} is 80% used.
@@ -207,7 +222,7 @@ export function TaskPage({ params }) {
                 <Empty>No steps you may see.</Empty>
               )
             ) : (
-              <Timeline chain={chain} />
+              <Timeline chain={chain} decide={mayDecide ? noteApproval : undefined} />
             )}
           </>
         )}

@@ -11,7 +11,15 @@ import { agentLabel, excerpt, inputText, mayCancel, wallTime } from "../chain/la
 import { isFinished } from "../chain/model.js";
 import "./chain.css";
 
-const STATUSES = ["submitted", "working", "completed", "incomplete", "failed", "cancelled"];
+const STATUSES = [
+  "submitted",
+  "working",
+  "input_required",
+  "completed",
+  "incomplete",
+  "failed",
+  "cancelled",
+];
 const PAGE_SIZE = 25;
 // Running tasks of the first page whose streams the list follows to learn when they end. A
 // browser opens at most 6 connections to a host over HTTP/1.1: the page keeps the others.
@@ -155,6 +163,8 @@ export function TasksPage({ query }) {
   const reload = useRef(list.reload);
   reload.current = list.reload;
   const [changed, setChanged] = useState({});
+  // id → the state a followed task's stream last told (working, input_required…).
+  const [states, setStates] = useState({});
 
   const filter = (name, value) => {
     const next = { status, agent, [name]: value };
@@ -177,7 +187,8 @@ export function TasksPage({ query }) {
   useEffect(() => {
     if (!running || paged) return undefined;
     const stops = running.split(",").map((id) =>
-      follow(id, (type) => {
+      follow(id, (type, data) => {
+        if (type === "task_status") setStates((old) => ({ ...old, [id]: data.state }));
         if (type === "done") reload.current();
       }),
     );
@@ -186,7 +197,9 @@ export function TasksPage({ query }) {
 
   const tasks = list.items.map((task) => {
     const mine = changed[task.id];
-    return mine && (isFinished(mine.status) || !isFinished(task.status)) ? mine : task;
+    if (mine && (isFinished(mine.status) || !isFinished(task.status))) return mine;
+    const told = states[task.id];
+    return told && !isFinished(task.status) && !isFinished(told) ? { ...task, status: told } : task;
   });
   const canCancel = can("task:cancel");
 

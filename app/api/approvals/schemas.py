@@ -1,0 +1,93 @@
+"""What the approval routes take and answer."""
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.storage.approvals import ApprovalRecord
+from app.tools.approvals import ApprovalStatus
+
+
+class ApprovalOut(BaseModel):
+    """A tool call that waits (or waited) for a human's decision."""
+
+    id: UUID
+    task_id: UUID
+    chain_id: UUID
+    step_id: UUID = Field(description="The call's `tool_call` step.")
+    tool: str
+    tool_type: str
+    arguments: dict[str, Any] | None = Field(
+        description="The arguments the model gave, as the reader may see them (sensitive "
+        "fields redacted); null when the call is hidden or only summarised for the reader."
+    )
+    input_schema: dict[str, Any] = Field(description="The JSON Schema of the tool's arguments.")
+    note: str | None = Field(
+        description="Why it is asked beyond the policy, e.g. a call whose outcome is unknown."
+    )
+    status: ApprovalStatus
+    decided_by: str | None = Field(description="Who decided; null while pending or on timeout.")
+    reason: str | None
+    decided_arguments: dict[str, Any] | None = Field(
+        description="The arguments the reviewer edited, as the reader may see them; null: the "
+        "call ran (or would have run) with the model's."
+    )
+    created_at: datetime
+    expires_at: datetime = Field(description="When it is denied on its own if still pending.")
+    decided_at: datetime | None
+
+    @classmethod
+    def of(
+        cls,
+        record: ApprovalRecord,
+        arguments: dict[str, Any] | None,
+        decided_arguments: dict[str, Any] | None,
+    ) -> "ApprovalOut":
+        return cls(
+            id=record.id,
+            task_id=record.task_id,
+            chain_id=record.chain_id,
+            step_id=record.step_id,
+            tool=record.tool_name,
+            tool_type=record.tool_type,
+            arguments=arguments,
+            input_schema=record.input_schema,
+            note=record.note,
+            status=ApprovalStatus(record.status),
+            decided_by=record.decided_by,
+            reason=record.reason,
+            decided_arguments=decided_arguments,
+            created_at=record.created_at,
+            expires_at=record.expires_at,
+            decided_at=record.decided_at,
+        )
+
+
+class ApprovalList(BaseModel):
+    task_id: UUID
+    items: list[ApprovalOut]
+
+
+class ApprovalPage(BaseModel):
+    items: list[ApprovalOut]
+    next_cursor: str | None
+
+
+class ApprovalDecision(BaseModel):
+    """A reviewer's decision on one call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "deny"]
+    arguments: dict[str, Any] | None = Field(
+        default=None,
+        description="With `approve`: the arguments to run the call with instead of the "
+        "model's, validated against the tool's schema.",
+    )
+    reason: str | None = Field(
+        default=None,
+        max_length=2_000,
+        description="Why; a denial's reason is what the model reads.",
+    )
