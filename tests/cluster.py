@@ -128,13 +128,7 @@ class Cluster:
         return mint_token(JWT_SECRET, tenant_id=self.tenant, subject=sub, roles=roles)
 
     async def task_rows(self) -> list[Any]:
-        database = Database(self.database_url)
-        try:
-            async with database.read() as connection:
-                statement = select(tasks).where(tasks.c.tenant_id == self.tenant)
-                return list((await connection.execute(statement)).all())
-        finally:
-            await database.dispose()
+        return await task_rows(self.database_url, self.tenant)
 
     async def cost_rows(self, task_id: UUID | str) -> list[Any]:
         database = Database(self.database_url)
@@ -146,13 +140,8 @@ class Cluster:
             await database.dispose()
 
 
-@asynccontextmanager
-async def cluster(
-    database_url: str, directory: Path, fake_llm: FakeLLMServer, **env: str
-) -> AsyncIterator[Cluster]:
-    """A tenant on `database_url` and a way to start instances on it; every instance still
-    running is killed at the end."""
-    settings = service_settings(directory, database_url, fake_llm)
+async def create_tenant(database_url: str) -> str:
+    """A new tenant with every tool enabled, stored directly (no instance may run yet)."""
     tenant = f"t-{uuid4().hex[:12]}"
     database = Database(database_url)
     try:
@@ -162,6 +151,28 @@ async def cluster(
             )
     finally:
         await database.dispose()
+    return tenant
+
+
+async def task_rows(database_url: str, tenant: str) -> list[Any]:
+    """The tenant's stored task rows."""
+    database = Database(database_url)
+    try:
+        async with database.read() as connection:
+            statement = select(tasks).where(tasks.c.tenant_id == tenant)
+            return list((await connection.execute(statement)).all())
+    finally:
+        await database.dispose()
+
+
+@asynccontextmanager
+async def cluster(
+    database_url: str, directory: Path, fake_llm: FakeLLMServer, **env: str
+) -> AsyncIterator[Cluster]:
+    """A tenant on `database_url` and a way to start instances on it; every instance still
+    running is killed at the end."""
+    settings = service_settings(directory, database_url, fake_llm)
+    tenant = await create_tenant(database_url)
     base_env = {
         "OMNIFORGE_ENV": "development",
         "OMNIFORGE_DATABASE_URL": database_url,

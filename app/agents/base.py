@@ -463,9 +463,7 @@ class AgentRun:
                     chain_id=self.chain.id,
                     approval_id=call.approval_id,
                     step_id=call.call_step.id,
-                    tool_name=call.call_step.tool_call.tool_name
-                    if call.call_step.tool_call is not None
-                    else "?",
+                    tool_name=call.tool_name,
                     tool_type=call.tool_type,
                     visibility=call.call_step.visibility.level,
                     arguments=call.arguments,

@@ -21,14 +21,13 @@ def approval_row(
     at: datetime,
 ) -> dict[str, Any]:
     step = call.call_step
-    assert step.tool_call is not None
     return {
         "id": call.approval_id,
         "tenant_id": task.tenant_id,
         "task_id": task.id,
         "chain_id": task.chain_id,
         "step_id": step.id,
-        "tool_name": step.tool_call.tool_name,
+        "tool_name": call.tool_name,
         "tool_type": call.tool_type.value,
         "visibility": step.visibility.level.value,
         "arguments": call.arguments,

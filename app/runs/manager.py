@@ -151,8 +151,6 @@ class RunManager:
         self._runs: dict[UUID, LiveRun] = {}
         # Claimed tasks whose runs are being started.
         self._starting: set[UUID] = set()
-        # Room taken by a claim under way.
-        self._claiming = 0
         # What tasks accepted here are started from, should this instance claim them.
         self._accepted: dict[UUID, RunStart] = {}
         # Cancels asked of tasks being started here.
@@ -467,7 +465,7 @@ class RunManager:
         return SubmittedTask(task_id, chain.id, TaskState.SUBMITTED)
 
     def _room(self) -> int:
-        return self.max_runs - len(self._runs) - len(self._starting) - self._claiming
+        return self.max_runs - len(self._runs) - len(self._starting)
 
     async def _create(
         self,
@@ -553,9 +551,6 @@ class RunManager:
             room = self._room()
             if room <= 0:
                 continue
-            # The room a claim may fill is taken while it is under way: a submission here
-            # meanwhile must not be started in it too.
-            self._claiming = room
             try:
                 claimed = await self._log.claim(self.runner_id, room)
             except Exception:
@@ -563,13 +558,27 @@ class RunManager:
                 await asyncio.sleep(1.0)
                 self._wake.set()
                 continue
-            finally:
-                self._claiming = 0
+            # Submissions here may have taken some of the room while the claim was under way:
+            # what no longer fits goes back to the queue at once.
+            fits = max(self._room(), 0)
+            claimed, extra = claimed[:fits], claimed[fits:]
             for task in claimed:
                 self._starting.add(task.id)
                 self._spawn(self._launch(task), f"launch-{task.id}")
+            if extra:
+                back = [task.id for task in extra]
+                self._starting.update(back)  # this instance's until they are back in the queue
+                self._spawn(self._give_back(back), "give-back")
             if len(claimed) == room:
                 self._wake.set()  # there may be more
+
+    async def _give_back(self, task_ids: list[UUID]) -> None:
+        try:
+            await self._log.release(task_ids, self.runner_id, resumed=False)
+        except Exception:  # the lease check gives them back
+            logger.warning("giving claimed tasks back to the queue failed", exc_info=True)
+        finally:
+            self._starting.difference_update(task_ids)
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(coroutine, name=name)

@@ -118,21 +118,18 @@ def _progress(view: ReaderView, event: StreamEvent) -> StreamEvent | None:
     if level is VisibilityLevel.HIDDEN:
         return None
     data = json.loads(event.data)
-    if event.type != PROGRESS:
-        arguments = data.get("arguments")
-        if isinstance(arguments, dict):
-            data["arguments"] = view.arguments(arguments, event.progress)
-        if data["arguments"] is arguments:
-            return event
-        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-        return StreamEvent(event.seq, event.type, text, progress=event.progress)
-    message = data.get("message")
-    if level is VisibilityLevel.SUMMARY:
-        data["message"] = None
-    elif isinstance(message, str):
-        data["message"] = view.masked(message)
-    if data.get("message") == message:
+    name = "message" if event.type == PROGRESS else "arguments"
+    shown = value = data.get(name)
+    if name == "arguments":
+        if isinstance(value, dict):
+            shown = view.arguments(value, event.progress)
+    elif level is VisibilityLevel.SUMMARY:
+        shown = None
+    elif isinstance(value, str):
+        shown = view.masked(value)
+    if shown == value:
         return event
+    data[name] = shown
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return StreamEvent(event.seq, event.type, text, progress=event.progress)
 

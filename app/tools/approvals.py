@@ -91,6 +91,7 @@ class PendingApproval:
 
     approval_id: UUID
     call_step: ReasoningStep
+    tool_name: str
     tool_type: ToolType
     arguments: dict[str, Any]
     input_schema: dict[str, Any]

@@ -542,6 +542,7 @@ async def _suspend(gate: ApprovalGate, prepared: list[_Prepared]) -> NoReturn:
             PendingApproval(
                 approval_id=uuid4(),
                 call_step=call.call_step,
+                tool_name=info.tool_name,
                 tool_type=info.tool_type,
                 arguments=info.arguments,
                 input_schema=call.entry.definition.parameters,

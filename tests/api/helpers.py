@@ -7,7 +7,7 @@ import httpx
 
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 from tests.service import INPUT_PRICE, MODEL, OUTPUT_PRICE
-from tests.sse import SSE, collect
+from tests.sse import SSE, collect, read_sse
 
 PROBLEM = "application/problem+json"
 # What no response may show: internals of the server or its database.
@@ -54,6 +54,37 @@ async def stream(client: httpx.AsyncClient, task_id: str, **headers: str) -> lis
         assert r.status_code == 200, await r.aread()
         assert r.headers["content-type"].startswith("text/event-stream")
         return await collect(r)
+
+
+async def until_event(
+    client: httpx.AsyncClient, task_id: str, event_type: str, **fields: Any
+) -> list[SSE]:
+    """The task's stream from the start through its first `event_type` event whose data has
+    `fields`."""
+    seen: list[SSE] = []
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
+        assert response.status_code == 200, await response.aread()
+        async for event in read_sse(response):
+            seen.append(event)
+            if event.event == event_type and all(event.json.get(k) == v for k, v in fields.items()):
+                return seen
+    raise AssertionError(f"the stream ended without {event_type}: {[e.event for e in seen]}")
+
+
+def result_of(chain: dict[str, Any], tool: str) -> dict[str, Any]:
+    """The `tool_result` of the chain's one call of `tool`."""
+    steps = chain["steps"]
+    [call] = [s for s in steps if s["type"] == "tool_call" and s["tool_call"]["tool_name"] == tool]
+    [result] = [s for s in steps if s["parent_step_id"] == call["id"]]
+    info: dict[str, Any] = result["tool_result"]
+    return info
+
+
+def tool_message(request_body: dict[str, Any]) -> str:
+    """The one tool message of an LLM request."""
+    [message] = [m for m in request_body["messages"] if m["role"] == "tool"]
+    content: str = message["content"]
+    return content
 
 
 def assert_problem(response: httpx.Response, status: int, type_slug: str) -> dict[str, Any]:

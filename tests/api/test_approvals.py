@@ -5,22 +5,21 @@ decide, within their tenant."""
 
 import asyncio
 import json
-from typing import Any
 from uuid import UUID
-
-import httpx
 
 from tests.api.helpers import (
     assert_invalid,
     assert_problem,
     configure,
     define_agent,
+    result_of,
     stream,
     submit,
+    tool_message,
+    until_event,
 )
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
-from tests.sse import SSE, read_sse
 
 
 def script_calculation(service: Service, answer: str = "done") -> None:
@@ -29,36 +28,6 @@ def script_calculation(service: Service, answer: str = "done") -> None:
         Reply.tool_calls([ToolCall("calculator", {"expression": "6 * 7"})]),
         Reply.text(answer),
     )
-
-
-async def until_event(
-    client: httpx.AsyncClient, task_id: str, event_type: str, **fields: Any
-) -> list[SSE]:
-    """The task's stream from the start through its first `event_type` event (with
-    `fields`)."""
-    seen: list[SSE] = []
-    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
-        assert response.status_code == 200
-        async for event in read_sse(response):
-            seen.append(event)
-            if event.event == event_type and all(event.json.get(k) == v for k, v in fields.items()):
-                return seen
-    raise AssertionError(f"the stream ended without {event_type}: {[e.event for e in seen]}")
-
-
-def result_of(chain: dict[str, Any], tool: str) -> dict[str, Any]:
-    """The result of the chain's one call of `tool`."""
-    steps = chain["steps"]
-    [call] = [s for s in steps if s["type"] == "tool_call" and s["tool_call"]["tool_name"] == tool]
-    [result] = [s for s in steps if s["parent_step_id"] == call["id"]]
-    info: dict[str, Any] = result["tool_result"]
-    return info
-
-
-def tool_message(request_body: dict[str, Any]) -> str:
-    [message] = [m for m in request_body["messages"] if m["role"] == "tool"]
-    content: str = message["content"]
-    return content
 
 
 async def test_an_edited_approval_resumes_a_suspended_run_and_the_tool_gets_the_edit(

@@ -4,30 +4,17 @@ decision given to any instance started afterwards resumes it from its stored ste
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
-from tests.api.helpers import stream, submit
+from tests.api.helpers import result_of, stream, submit, until_event
 from tests.api.test_cluster import assert_whole
 from tests.cluster import Instance, cluster
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 from tests.service import MODEL
-from tests.sse import SSE, read_sse
 
 pytestmark = pytest.mark.parametrize("own_database_url", ["postgres"], indirect=True)
-
-
-async def until_waiting(client: httpx.AsyncClient, task_id: str) -> list[SSE]:
-    """The task's stream through its `task_status` `input_required`."""
-    seen: list[SSE] = []
-    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
-        async for event in read_sse(response):
-            seen.append(event)
-            if event.event == "task_status" and event.json["state"] == "input_required":
-                return seen
-    raise AssertionError(f"the stream ended before the run waited: {[e.event for e in seen]}")
 
 
 async def live_runs(instance: Instance) -> float:
@@ -36,14 +23,6 @@ async def live_runs(instance: Instance) -> float:
     match = re.search(r"^omniforge_active_runs (\S+)$", text, re.MULTILINE)
     assert match is not None, text[:2000]
     return float(match[1])
-
-
-def result_of(chain: dict[str, Any], tool: str) -> dict[str, Any]:
-    steps = chain["steps"]
-    [call] = [s for s in steps if s["type"] == "tool_call" and s["tool_call"]["tool_name"] == tool]
-    [result] = [s for s in steps if s["parent_step_id"] == call["id"]]
-    info: dict[str, Any] = result["tool_result"]
-    return info
 
 
 async def test_a_waiting_run_survives_every_instance_restarting_and_resumes_on_approval(
@@ -66,7 +45,7 @@ async def test_a_waiting_run_survives_every_instance_restarting_and_resumes_on_a
             assert ruled.status_code == 200, ruled.text
         async with a.client(group.token) as on_a, b.client(group.token) as on_b:
             task_id = (await submit(on_a))["task_id"]
-            waited = await until_waiting(on_b, task_id)
+            waited = await until_event(on_b, task_id, "task_status", state="input_required")
             [asked] = [e.json for e in waited if e.event == "approval_required"]
             # Nothing of the run is live anywhere while it waits.
             assert await live_runs(a) == 0

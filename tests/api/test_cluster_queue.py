@@ -6,21 +6,16 @@ import asyncio
 import statistics
 import time
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import httpx
 import pytest
-from sqlalchemy import select
 
 from app.security import mint_token
-from app.storage import Database
-from app.storage.tables import tasks
-from app.storage.tenants import TenantRepository
 from tests.api.helpers import stream, submit
-from tests.cluster import Instance, cluster
+from tests.cluster import Instance, cluster, create_tenant, task_rows
 from tests.fakes.openai_server import FakeLLMServer, Reply
 from tests.service import JWT_SECRET, MODEL
 from tests.sse import SSE
@@ -33,30 +28,6 @@ ANSWER_DELAY_S = 0.5  # each run's one LLM call: long enough for the queue to bu
 SUBMITTING_AT_ONCE = 20  # submissions in flight at once
 # Starts of the big tenant's waiting tasks the small tenant's last task may wait for.
 STARVATION_BOUND = 2 * SMALL
-
-
-async def create_tenant(database_url: str) -> str:
-    """A further tenant, stored as `cluster()` stores its own."""
-    tenant = f"t-{uuid4().hex[:12]}"
-    database = Database(database_url)
-    try:
-        async with database.transaction() as connection:
-            await TenantRepository(connection).create(
-                tenant, f"Tenant {tenant}", at=datetime.now(UTC), enabled_tools=None
-            )
-    finally:
-        await database.dispose()
-    return tenant
-
-
-async def rows_of(database_url: str, tenant: str) -> list[Any]:
-    database = Database(database_url)
-    try:
-        async with database.read() as connection:
-            statement = select(tasks).where(tasks.c.tenant_id == tenant)
-            return list((await connection.execute(statement)).all())
-    finally:
-        await database.dispose()
 
 
 def client(instance: Instance, token: str) -> httpx.AsyncClient:
@@ -136,8 +107,8 @@ async def test_a_burst_of_two_tenants_is_run_by_both_instances_within_room_and_f
 
     finals = Counter(events[-1].json["final_state"] for _, events in ended)
     assert finals == {"completed": BIG + SMALL}, finals
-    big_rows = await rows_of(own_database_url, group.tenant)
-    small_rows = await rows_of(own_database_url, small)
+    big_rows = await task_rows(own_database_url, group.tenant)
+    small_rows = await task_rows(own_database_url, small)
     rows = big_rows + small_rows
     assert {row.id for row in rows} == {UUID(task_id) for task_id, _ in ended}
     assert Counter(row.status for row in rows) == {"completed": BIG + SMALL}

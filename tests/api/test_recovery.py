@@ -5,7 +5,6 @@ the next start resumes the run from its stored steps, with a stream that goes on
 import asyncio
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -16,17 +15,10 @@ import httpx
 
 from app.chain import ReasoningStep
 from tests.api.helpers import script_two_tool_task, stream, submit
-from tests.cluster import same_conversation
+from tests.cluster import free_port, same_conversation
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 from tests.service import MODEL, Service, running_service, service_settings
 from tests.sse import read_sse
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @asynccontextmanager
@@ -82,7 +74,7 @@ async def test_a_killed_server_leaves_its_streamed_steps_and_its_restart_resumes
         "OMNIFORGE_DEFAULT_MODEL": MODEL,
         "OMNIFORGE_LLM_MAX_ATTEMPTS": "1",
     }
-    port = _free_port()
+    port = free_port()
     async with running_service(settings, fake_llm) as probe:
         tenant = await probe.create_tenant(f"t-killed-{uuid4().hex[:8]}")
         token = probe.token(tenant)  # same secret as the process
