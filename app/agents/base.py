@@ -4,7 +4,7 @@ import asyncio
 import contextlib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
@@ -154,6 +154,7 @@ class CoTAgent(ABC):
             services=services,
             on_progress=events.progress,
             approvals=approvals,
+            stored=events.stored,
         )
         return AgentRun(
             self,
@@ -219,7 +220,16 @@ class _RunEvents:
     reports join it as `tool_progress` events of the calls under way. Once the run is
     released nothing more is queued: what it did after that is not its record."""
 
-    __slots__ = ("_chain", "_output", "_per_call", "_task_id", "closed", "queue")
+    __slots__ = (
+        "_chain",
+        "_output",
+        "_per_call",
+        "_task_id",
+        "closed",
+        "emitted",
+        "queue",
+        "stored_through",
+    )
 
     def __init__(self, task_id: str, chain: ReasoningChain, output: _Output | None) -> None:
         self._task_id = task_id
@@ -228,6 +238,14 @@ class _RunEvents:
         self._per_call: dict[Any, int] = {}
         self.queue: asyncio.Queue[ChainEvent | _Released] = asyncio.Queue()
         self.closed = False
+        self.emitted = 0
+        # Returns once the run's first n events are stored (`AgentRun.store_with`).
+        self.stored_through: Callable[[int], Awaitable[None]] | None = None
+
+    async def stored(self) -> None:
+        """Returns once every event queued so far is stored (at once where nothing is)."""
+        if self.stored_through is not None:
+            await self.stored_through(self.emitted)
 
     def close(self) -> None:
         """The run is released: its events end here."""
@@ -239,6 +257,7 @@ class _RunEvents:
         if self.closed:
             return
         self.queue.put_nowait(event)
+        self.emitted += 1
         if self._output is not None:
             self._output.emitted += 1
 
@@ -359,6 +378,11 @@ class AgentRun:
             self._cancel_code = error_code
             self._cancel_details = details or {}
             self._runner.cancel()
+
+    def store_with(self, stored_through: Callable[[int], Awaitable[None]]) -> None:
+        """What stores the run's events: `stored_through(n)` returns once its first n events
+        are stored. A call that must not be made twice waits for it before it starts."""
+        self._events.stored_through = stored_through
 
     @property
     def released(self) -> bool:

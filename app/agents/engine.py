@@ -1,7 +1,7 @@
 """The API an agent reasons with: every call goes through the executor and into the chain."""
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from uuid import UUID
@@ -97,6 +97,7 @@ class ReasoningEngine:
         services: ToolServices | None = None,
         on_progress: Callable[[ToolProgress], None] | None = None,
         approvals: ApprovalGate | None = None,
+        stored: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.chain = chain
         self.task = task
@@ -118,6 +119,7 @@ class ReasoningEngine:
             services=services,
             on_progress=on_progress,
             approvals=approvals,
+            stored=stored,
         )
         # With `on_delta`, every LLM call streams its reply there as it arrives.
         self._on_delta = on_delta

@@ -58,9 +58,14 @@ class ToolCallInfo(_Model):
 
 
 class ToolResultInfo(_Model):
-    """The outcome of a tool call. `result` may be truncated (see `truncated`)."""
+    """The outcome of a tool call. `result` may be truncated (see `truncated`). It names its
+    call's tool (and, for an LLM call, the model asked for when no reply names one), so what
+    is derived from a result (costs, metrics, audit, the step's facts) needs nothing else;
+    results stored before they did leave them None."""
 
     correlation_id: UUID
+    tool_type: ToolType | None = None
+    tool_name: str | None = Field(default=None, max_length=255)
     success: bool
     result: Any = None
     error: str | None = None
@@ -300,8 +305,9 @@ class ReasoningChain(_Model):
         return self.llm_messages(earlier)[: history["messages"]] + messages
 
     def step_by_correlation_id(self, correlation_id: UUID) -> ReasoningStep | None:
-        """The tool_call step of a correlation id."""
-        for step in self.steps:
+        """The tool_call step of a correlation id (looked for from the last step back: the
+        call of a result being recorded is near the end)."""
+        for step in reversed(self.steps):
             if step.tool_call is not None and step.tool_call.correlation_id == correlation_id:
                 return step
         return None

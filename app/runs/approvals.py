@@ -1,15 +1,68 @@
-"""Approvals between a run and the store: the rows of calls that begin to wait, and the
-decisions (and their events) a resumed run applies."""
+"""Approvals between a run and the store: which of a run's calls wait for a human, the rows
+of calls that begin to wait, the decisions (and their events) a resumed run applies, and the
+timeouts that deny calls nobody decided on."""
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from app.chain import ApprovalDecidedEvent, ToolType, VisibilityLevel
+from app.chain.models import utc_now
+from app.governance.audit import AuditAction, audit_row
+from app.runs.agents import ResolvedAgent
+from app.runs.models import RunPolicy
 from app.storage.approvals import PENDING, ApprovalRecord
 from app.storage.records import TaskRecord
-from app.tools.approvals import ApprovalStatus, Decision, PendingApproval
+from app.storage.run_log import RunLog
+from app.tools.approvals import (
+    ApprovalGate,
+    ApprovalStatus,
+    Decision,
+    PendingApproval,
+    timeout_of,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def approval_gate(
+    log: RunLog,
+    task: TaskRecord,
+    agent: ResolvedAgent,
+    policy: RunPolicy,
+    decisions: Sequence[ApprovalRecord],
+    *,
+    default_timeout_s: float,
+) -> ApprovalGate:
+    """Which of the run's calls wait for a human (the tenant's and the agent's rules, and
+    each tool's own), and what was decided for those of its last suspension."""
+    own = agent.definition.approvals
+    rules = [r for r in (own, policy.approvals) if r is not None]
+    submitter_decides = own is not None and own.submitter_decides
+
+    async def ask(pending: Sequence[PendingApproval], held: Sequence[UUID]) -> None:
+        now = utc_now()
+        rows = [
+            approval_row(task, call, held, submitter_decides=submitter_decides, at=now)
+            for call in pending
+        ]
+        await log.ask(rows)
+
+    async def consume(approval_ids: Sequence[UUID]) -> None:
+        await log.consume(approval_ids, utc_now())
+
+    return ApprovalGate(
+        rules=rules,
+        decisions={record.step_id: decision_of(record) for record in decisions},
+        held=frozenset(UUID(h) for record in decisions for h in record.held_step_ids),
+        ask=ask,
+        consume=consume,
+        timeout_s=timeout_of(rules, default_timeout_s),
+    )
 
 
 def approval_row(
@@ -66,3 +119,68 @@ def decided_event(task: TaskRecord, record: ApprovalRecord) -> ApprovalDecidedEv
         reason=record.reason,
         arguments=record.decided_arguments,
     )
+
+
+class ApprovalTimeouts:
+    """Denies the calls nobody decided on in time: sleeps until the next one's timeout, or
+    until calls began to wait anywhere (`asked`, on a notice); any instance may deny a call,
+    once."""
+
+    def __init__(self, log: RunLog, *, retry_s: float) -> None:
+        self._log = log
+        self._retry_s = retry_s
+        self._asked = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def asked(self) -> None:
+        """Calls began to wait somewhere: their timeouts are read again."""
+        self._asked.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._expire_due(), name="approval-timeouts")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait([self._task])
+
+    async def _expire_due(self) -> None:
+        while True:
+            self._asked.clear()
+            try:
+                next_at = await self._log.next_expiry()
+                wait_s = None if next_at is None else (next_at - utc_now()).total_seconds()
+                if wait_s is None or wait_s > 0:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(wait_s):
+                            await self._asked.wait()
+                    continue
+                for tenant_id, task_id, approval_id, timeout_s in await self._log.due(utc_now()):
+                    await self._expire(tenant_id, task_id, approval_id, timeout_s)
+            except Exception:
+                logger.warning("denying timed-out approvals failed; retrying", exc_info=True)
+                await asyncio.sleep(self._retry_s)
+
+    async def _expire(
+        self, tenant_id: str, task_id: UUID, approval_id: UUID, timeout_s: int
+    ) -> None:
+        now = utc_now()
+        audit = audit_row(
+            actor="system",
+            action=AuditAction.APPROVAL_EXPIRE,
+            resource_type="approval",
+            resource_id=str(approval_id),
+            details={"task_id": str(task_id), "timeout_s": timeout_s},
+            at=now,
+        )
+        await self._log.decide(
+            tenant_id,
+            task_id,
+            approval_id,
+            status=ApprovalStatus.EXPIRED,
+            by=None,
+            reason=f"no decision within {timeout_s} s",
+            arguments=None,
+            at=now,
+            audit={**audit, "tenant_id": tenant_id},
+        )

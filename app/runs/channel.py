@@ -131,6 +131,11 @@ class RunChannel:
             self._deltas.pop()
             self._pushed -= 1
 
+    async def reached(self, seq: int) -> None:
+        """Returns once event `seq` is published (or the channel is closed: it never will be)."""
+        while self.last_seq < seq and not self._closed:
+            await self._changed.wait()
+
     def close(self) -> None:
         """No more events: subscribers end once they have read everything."""
         self._closed = True

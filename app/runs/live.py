@@ -49,6 +49,11 @@ class LiveRun:
         """The last event of this run known to be stored."""
         return self.channel.last_seq
 
+    async def stored_through(self, count: int) -> None:
+        """Returns once the run's first `count` events are stored (published on its channel
+        after their commit), or once nothing more of it will be."""
+        await self.channel.reached(self.channel.first_seq - 1 + count)
+
     def stream_output(self, delta: OutputDelta) -> None:
         """Hands a piece of the run's output to its subscribers as an `output_delta` event,
         at once: it is never stored. A run whose events can no longer be stored streams no

@@ -8,7 +8,6 @@ once per call, for dashboards.
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from uuid import UUID
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -32,8 +31,6 @@ class RunLabels:
     tenant_id: str
     model: str
     started: float = field(default_factory=time.monotonic)
-    # Each open call's tool type and model, by correlation id, to label its result.
-    calls: dict[UUID, tuple[ToolType, str | None]] = field(default_factory=dict)
 
 
 class RunMetrics:
@@ -145,19 +142,14 @@ class RunMetrics:
         return generate_latest(self.registry)
 
     def _step(self, run: RunLabels, event: ReasoningStepEvent) -> None:
-        step = event.step
-        if step.tool_call is not None:
-            call = step.tool_call
-            run.calls[call.correlation_id] = (call.tool_type, call.model)
-            return
-        result = step.tool_result
+        result = event.step.tool_result
         if result is None:
             return
-        tool_type, call_model = run.calls.pop(result.correlation_id, (ToolType.CUSTOM, None))
+        tool_type = result.tool_type or ToolType.CUSTOM
         outcome = "success" if result.success else "failure"
         tenant = run.tenant_id
         self.tool_calls.labels(tenant, tool_type.value, outcome).inc()
-        model = result.model or call_model or run.model
+        model = result.model or run.model
         if tool_type is ToolType.LLM:
             self.llm_calls.labels(tenant, model, outcome).inc()
         if result.input_tokens:

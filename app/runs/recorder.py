@@ -155,8 +155,6 @@ class RunRecorder:
         self._auditor = auditor
         # The state the run ended in, once its `done` is recorded.
         self.final_state: TaskState | None = None
-        # Each open call's tool, by correlation id, so its result step names it too.
-        self._tools: dict[UUID, tuple[ToolType, str]] = {}
 
     def record(
         self, batch: list[ChainEvent], costs: list[CostRecord]
@@ -268,20 +266,11 @@ class RunRecorder:
 
     def _facts(self, event: ReasoningStepEvent) -> StepFacts:
         step = event.step
-        tool: tuple[ToolType, str] | None = None
-        if step.tool_call is not None:
-            tool = (step.tool_call.tool_type, step.tool_call.tool_name)
-            self._tools[step.tool_call.correlation_id] = tool
-        elif step.tool_result is not None:
-            tool = self._tools.pop(step.tool_result.correlation_id, None)
-            if tool is None:  # a call a resumed run replayed, and made again
-                call = self.chain.step_by_correlation_id(step.tool_result.correlation_id)
-                if call is not None and call.tool_call is not None:
-                    tool = (call.tool_call.tool_type, call.tool_call.tool_name)
+        tool = step.tool_call or step.tool_result  # a result names its call's tool
         return StepFacts(
             type=StepType(step.type),
-            tool_type=None if tool is None else tool[0],
-            tool_name=None if tool is None else tool[1],
+            tool_type=None if tool is None else tool.tool_type,
+            tool_name=None if tool is None else tool.tool_name,
             level=VisibilityLevel(step.visibility.level),
         )
 

@@ -141,6 +141,11 @@ class ToolExecutor:
         results: list[ToolResult] = []
         abort: GuardRejection | None = None
         live = [call for call in prepared if call.recorded is None]
+        registry = context.tools or self.registry
+        if context.stored is not None and any(
+            call.failure is None and not registry.idempotent(call.invocation.name) for call in live
+        ):
+            await context.stored()
         if len(live) <= 1:
             pending: dict[int, asyncio.Future[_Outcome]] = {}
         else:
@@ -375,8 +380,12 @@ class ToolExecutor:
         services = call.context.services
         if services is not None and services.secrets is not None:
             _redact_outcome(outcome, services)
+        call_info = call.call_step.tool_call
+        assert call_info is not None
         common: dict[str, Any] = {
             "correlation_id": call.context.correlation_id,
+            "tool_type": call_info.tool_type,
+            "tool_name": call_info.tool_name,
             "duration_ms": outcome.duration_ms,
             "attempts": outcome.attempts,
             "failed_attempts": outcome.failed_attempts,
@@ -394,7 +403,7 @@ class ToolExecutor:
                 result=rendered,
                 truncated=truncated,
                 original_chars=original_chars,
-                model=output.model,
+                model=output.model or call_info.model,
                 provider=output.provider,
                 deployment=output.deployment,
                 input_tokens=output.input_tokens,
@@ -409,7 +418,9 @@ class ToolExecutor:
             )
         else:
             code, message = _failure(definition.type if definition else None, outcome)
-            info = ToolResultInfo(success=False, error=message, error_code=code, **common)
+            info = ToolResultInfo(
+                success=False, error=message, error_code=code, model=call_info.model, **common
+            )
         summary = call.entry.tool.summarize(info) if call.entry else f"{info.error_code}"
         result_step = chain.add_step(
             ReasoningStep(
@@ -427,16 +438,16 @@ class ToolExecutor:
         """Hands usage to the recorder, then lets guards see the result."""
         info = result.info
         if self._recorder is not None and _has_usage(info):
-            call_info = call.call_step.tool_call
-            assert call_info is not None
+            assert info.tool_name is not None, "the executor names every result's tool"
+            assert info.tool_type is not None
             await self._recorder.record_cost(
                 CostRecord(
                     task_id=call.context.task_id,
                     chain_id=call.context.chain_id,
                     step_id=result.result_step.id,
                     correlation_id=info.correlation_id,
-                    tool_name=call_info.tool_name,
-                    tool_type=call_info.tool_type,
+                    tool_name=info.tool_name,
+                    tool_type=info.tool_type,
                     tenant_id=call.context.tenant_id,
                     user_id=call.context.user_id,
                     model=info.model,

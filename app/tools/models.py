@@ -3,7 +3,7 @@
 import base64
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
@@ -234,6 +234,10 @@ class ToolCallContext:
     call_step: "ReasoningStep | None" = None
     # Which calls wait for a human, and the decisions a resumed run applies; None: none do.
     approvals: "ApprovalGate | None" = None
+    # Returns once the run's events so far (the call steps just recorded among them) are
+    # stored: a call that must not be made twice starts only then, so that a run resumed
+    # after a crash knows it was made. None: nothing is stored (or nobody resumes).
+    stored: "Callable[[], Awaitable[None]] | None" = None
 
     def at(
         self,

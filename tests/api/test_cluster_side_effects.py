@@ -1,17 +1,21 @@
 """A call with side effects in flight when its instance is killed is not made again: the
 instance that resumes the run records its outcome as unknown (`outcome_unknown`) and tells the
-model so, and the tool's server sees the request once."""
+model so, and the tool's server sees the request once. Such a call starts only once its
+`tool_call` step is stored, so a resume always knows it was made."""
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 from aiohttp import web
+from sqlalchemy import func, select
 
+from app.storage import Database
+from app.storage.tables import reasoning_steps
 from tests.api.helpers import stream, submit
 from tests.api.test_cluster import FAST_LEASE, assert_whole
 from tests.cluster import cluster
@@ -29,13 +33,17 @@ class OrderDesk:
     """An HTTP API that places orders: it records every request it receives; the first it
     never answers (until `answer_all` is set), so the call that sent it is in flight."""
 
+    # Read as each request arrives: how many of the calls that sent one are stored.
+    stored_calls: Callable[[], Awaitable[int]]
     received: list[tuple[str, str, object]] = field(default_factory=list)
+    stored_at_arrival: list[int] = field(default_factory=list)
     first_arrived: asyncio.Event = field(default_factory=asyncio.Event)
     answer_all: asyncio.Event = field(default_factory=asyncio.Event)
 
     def app(self) -> web.Application:
         async def place(request: web.Request) -> web.Response:
             self.received.append((request.method, request.path, await request.json()))
+            self.stored_at_arrival.append(await self.stored_calls())
             if len(self.received) == 1:
                 self.first_arrived.set()
                 await self.answer_all.wait()
@@ -47,25 +55,42 @@ class OrderDesk:
 
 
 @asynccontextmanager
-async def order_desk() -> AsyncIterator[tuple[OrderDesk, str]]:
-    """The desk served on 127.0.0.1, and its orders URL."""
-    desk = OrderDesk()
-    async with serve(desk.app()) as port:
-        try:
-            yield desk, f"http://127.0.0.1:{port}/orders"
-        finally:
-            desk.answer_all.set()
+async def order_desk(database_url: str) -> AsyncIterator[tuple[OrderDesk, str]]:
+    """The desk served on 127.0.0.1, and its orders URL; it counts the stored `http_request`
+    call steps in `database_url` as each request arrives."""
+    database = Database(database_url)
+
+    async def stored_calls() -> int:
+        statement = (
+            select(func.count())
+            .select_from(reasoning_steps)
+            .where(reasoning_steps.c.type == "tool_call")
+            .where(reasoning_steps.c.tool_name == "http_request")
+        )
+        async with database.read() as connection:
+            return int((await connection.execute(statement)).scalar_one())
+
+    desk = OrderDesk(stored_calls)
+    try:
+        async with serve(desk.app()) as port:
+            try:
+                yield desk, f"http://127.0.0.1:{port}/orders"
+            finally:
+                desk.answer_all.set()
+    finally:
+        await database.dispose()
 
 
 async def test_a_side_effecting_call_in_flight_at_the_kill_is_not_repeated_and_told_unknown(
     own_database_url: str, fake_llm: FakeLLMServer, tmp_path: Path
 ) -> None:
-    """a is killed while its run's `http_request` POST waits for the server's answer; b resumes
-    the run, does not send the POST again (the server received one request), records the
-    call's result as failed with `outcome_unknown`, and the model's next request carries that
-    as the call's tool message; the run completes, its stream ids 1..N with one `resumed`."""
+    """a is killed while its run's `http_request` POST waits for the server's answer (sent
+    only once the call's step was stored); b resumes the run, does not send the POST again
+    (the server received one request), records the call's result as failed with
+    `outcome_unknown`, and the model's next request carries that as the call's tool message;
+    the run completes, its stream ids 1..N with one `resumed`."""
     async with (
-        order_desk() as (desk, url),
+        order_desk(own_database_url) as (desk, url),
         cluster(own_database_url, tmp_path, fake_llm, **FAST_LEASE) as group,
     ):
         arguments = {"method": "POST", "url": url, "json": ORDER}
@@ -92,8 +117,10 @@ async def test_a_side_effecting_call_in_flight_at_the_kill_is_not_repeated_and_t
             chain = (await on_b.get(f"/api/v1/tasks/{task_id}/chain")).json()
             task = (await on_b.get(f"/api/v1/tasks/{task_id}")).json()
 
-    # The tool's server: the POST arrived once, from a; b did not send it again.
+    # The tool's server: the POST arrived once, from a; b did not send it again. When it
+    # arrived, the call's step was stored already.
     assert desk.received == [("POST", "/orders", ORDER)]
+    assert desk.stored_at_arrival == [1]
 
     assert_whole(events, "completed")
     assert task["status"] == "completed"

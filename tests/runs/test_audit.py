@@ -1,5 +1,5 @@
-"""The audit event of each tool call: redacted arguments, outcome and cost, built from the
-steps as they are recorded."""
+"""The audit event of each tool call: redacted arguments, outcome and cost, built from each
+result step as it is recorded and the call step it names in the chain."""
 
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -7,6 +7,7 @@ from typing import Any
 from uuid import uuid4
 
 from app.chain import (
+    ReasoningChain,
     ReasoningStep,
     StepType,
     ToolCallInfo,
@@ -24,28 +25,34 @@ def _auditor(*sensitive: str, levels: dict[str, str] | None = None) -> ToolAudit
     view = ReaderView(
         VisibilityPolicy(), roles=frozenset(), full_access=False, sensitive_fields=sensitive
     )
-    return ToolAuditor(
-        task_id=uuid4(), chain_id=uuid4(), actor="alice", redactor=view, audit_levels=levels or {}
-    )
+    chain = ReasoningChain(task_id=str(uuid4()), agent_id="test", tenant_id="t")
+    return ToolAuditor(chain=chain, actor="alice", redactor=view, audit_levels=levels or {})
 
 
 def _call_and_result(
     auditor: ToolAuditor, tool_type: ToolType, name: str, arguments: dict[str, Any], **result: Any
 ) -> dict[str, Any] | None:
-    call = ReasoningStep(
-        step_number=1,
-        type=StepType.TOOL_CALL,
-        tool_call=ToolCallInfo(tool_type=tool_type, tool_name=name, arguments=arguments),
+    chain = auditor.chain
+    call = chain.add_step(
+        ReasoningStep(
+            type=StepType.TOOL_CALL,
+            tool_call=ToolCallInfo(tool_type=tool_type, tool_name=name, arguments=arguments),
+        )
     )
     assert call.tool_call is not None
     facts = StepFacts(StepType.TOOL_CALL, tool_type, name, VisibilityLevel.FULL)
     assert auditor.observe(call, call.model_dump_json(), facts, AT) is None
-    done = ReasoningStep(
-        step_number=2,
-        type=StepType.TOOL_RESULT,
-        tool_result=ToolResultInfo(
-            correlation_id=call.tool_call.correlation_id, duration_ms=3.5, **result
-        ),
+    done = chain.add_step(
+        ReasoningStep(
+            type=StepType.TOOL_RESULT,
+            tool_result=ToolResultInfo(
+                correlation_id=call.tool_call.correlation_id,
+                tool_type=tool_type,
+                tool_name=name,
+                duration_ms=3.5,
+                **result,
+            ),
+        )
     )
     facts = StepFacts(StepType.TOOL_RESULT, tool_type, name, VisibilityLevel.FULL)
     return auditor.observe(done, done.model_dump_json(), facts, AT)

@@ -14,6 +14,7 @@ import pytest
 from app.chain import TaskState
 from app.chain.models import utc_now
 from app.runs import RunManager
+from app.runs.leases import LeaseKeeper
 from app.storage import Database
 from app.storage.run_log import RunLog, RunnerLease
 from app.storage.tasks import TaskRepository
@@ -111,10 +112,10 @@ async def test_a_process_gives_back_its_own_run_that_is_not_live_in_it(
 ) -> None:
     """A task this very process owns but no longer runs (the writer could not store its end)
     goes back to the queue at the process's next recovery, its lease notwithstanding."""
-    manager = RunManager(log, heartbeat_s=3600)
-    task_id = await _running_task(log, manager.lease, tenant)
-    assert await _owner(database, tenant, task_id) == ("working", manager.runner_id)
-    assert await manager.recover() >= 1
+    keeper = LeaseKeeper(log, heartbeat_s=3600, holds=lambda _: False)
+    task_id = await _running_task(log, keeper.lease, tenant)
+    assert await _owner(database, tenant, task_id) == ("working", keeper.runner_id)
+    assert await keeper.recover() >= 1
     assert await _owner(database, tenant, task_id) == ("working", None)
 
 

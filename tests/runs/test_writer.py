@@ -72,9 +72,7 @@ async def _live(log: RunLog, tenant: str, gate: asyncio.Event) -> LiveRun:
     chain.task_id = str(task_id)
     run = Gated(gate).start(AgentTask(id=str(task_id), input="x", tenant_id=tenant), chain=chain)
     view = ReaderView(VisibilityPolicy(), roles=frozenset(), full_access=False, sensitive_fields=())
-    auditor = ToolAuditor(
-        task_id=task_id, chain_id=chain.id, actor="alice", redactor=view, audit_levels={}
-    )
+    auditor = ToolAuditor(chain=chain, actor="alice", redactor=view, audit_levels={})
     recorder = RunRecorder(task_id, tenant, chain, auditor)
     return LiveRun(task_id, run, recorder, RunLabels(tenant, "demo"))
 

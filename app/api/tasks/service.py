@@ -11,12 +11,14 @@ from app.governance.api_keys import KeyGrant
 from app.governance.audit import AuditAction
 from app.governance.tenants import Tenant
 from app.runs import TaskSubmission
+from app.runs.admission import Turn
 from app.runs.agents import agent_version, parse_ref, resolve_agent
 from app.runs.channel import StreamItem
 from app.runs.conversations import history_before
 from app.runs.errors import Forbidden, InvalidSubmission, NotFound, TaskAlreadyFinished
-from app.runs.manager import RunStart, SubmittedTask, Turn, Unresumable
+from app.runs.manager import SubmittedTask
 from app.runs.models import MAX_CONVERSATION_FILES, Attachment, RunPolicy
+from app.runs.starter import RunStart, Unresumable
 from app.runs.streams import task_stream
 from app.security import Principal
 from app.security.rbac import Permission, cancels_any_task, permissions_of

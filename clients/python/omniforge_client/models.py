@@ -184,6 +184,8 @@ class ToolResultInfo(ApiModel):
     api_schema = "ToolResultInfo"
 
     correlation_id: UUID
+    tool_type: ToolType | None = None
+    tool_name: str | None = None
     success: bool
     result: Any = None
     error: str | None = None

@@ -1,0 +1,209 @@
+"""The runs live in this process and their channels: each run's events numbered as they come,
+queued for the group writer (which stores, then publishes them on the run's channel), and,
+once a run is released, its task handed back to the store."""
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from uuid import UUID
+
+from app.agents import AgentRun
+from app.chain import DoneEvent, ErrorCode, ReasoningChain
+from app.runs.audit import ToolAuditor
+from app.runs.channel import RunChannel
+from app.runs.live import LiveRun, output_to
+from app.runs.metrics import RunLabels, RunMetrics
+from app.runs.recorder import RunRecorder
+from app.runs.waiters import TaskWaiters
+from app.runs.writer import RunWriter
+from app.security.visibility import ReaderView, VisibilityPolicy
+from app.storage.records import TaskRecord
+from app.storage.run_log import RunLog
+from app.tools.models import OutputDelta, ToolDefinition
+from app.tools.recording import CostRecord
+
+logger = logging.getLogger(__name__)
+
+
+class ActiveRuns:
+    """The runs of this process by task id. A run is followed from the moment it starts until
+    its end (or hand-over) is stored; `ended` is called each time one leaves."""
+
+    def __init__(
+        self,
+        log: RunLog,
+        writer: RunWriter,
+        metrics: RunMetrics,
+        waiters: TaskWaiters,
+        *,
+        me: str,
+        ended: Callable[[], None],
+    ) -> None:
+        self._log = log
+        self._writer = writer
+        self._metrics = metrics
+        self._waiters = waiters
+        self._me = me
+        self._ended = ended
+        self._runs: dict[UUID, LiveRun] = {}
+        self._sensitive_fields: frozenset[str] = frozenset()
+        self._audit_levels: dict[str, str] = {}
+
+    def know_tools(self, definitions: Iterable[ToolDefinition]) -> None:
+        """The registered tools: whose fields are redacted in audit rows, whose results kept."""
+        definitions = list(definitions)
+        self._sensitive_fields = frozenset(
+            name for definition in definitions for name in definition.visibility.sensitive_fields
+        )
+        self._audit_levels = {d.name: d.permissions.audit_level for d in definitions}
+
+    @property
+    def tool_sensitive_fields(self) -> frozenset[str]:
+        """Every registered tool's sensitive field names: redacted for restricted readers."""
+        return self._sensitive_fields
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._runs
+
+    def get(self, task_id: UUID) -> LiveRun | None:
+        return self._runs.get(task_id)
+
+    def all(self) -> list[LiveRun]:
+        return list(self._runs.values())
+
+    def channel(self, task_id: UUID) -> RunChannel | None:
+        live = self._runs.get(task_id)
+        return None if live is None else live.channel
+
+    def run(self, task_id: UUID) -> AgentRun | None:
+        live = self._runs.get(task_id)
+        return None if live is None else live.run
+
+    async def left(self, task_id: UUID) -> None:
+        """Returns once no run of the task is live here (ended, handed over, or suspended
+        for approvals, its events stored)."""
+        with self._waiters.watch(task_id) as changed:
+            while task_id in self._runs:
+                await changed.wait()
+                changed.clear()
+
+    async def record_cost(self, record: CostRecord) -> None:
+        """The runtime's `CostRecorder`: a run's cost records are written in the same
+        transaction as the steps that follow them."""
+        live = self._runs.get(UUID(record.task_id))
+        if live is not None:
+            live.costs.append(record)
+
+    def output_to(self, task_id: UUID) -> Callable[[OutputDelta], None]:
+        return output_to(self._runs, task_id)
+
+    def follow(
+        self,
+        run: AgentRun,
+        task: TaskRecord,
+        chain: ReasoningChain,
+        *,
+        actor: str,
+        sensitive_fields: frozenset[str],
+    ) -> LiveRun:
+        """Records a just-started run's events as they come (nothing awaits between its start
+        and this, so none is missed)."""
+        auditor = ToolAuditor(
+            chain=chain,
+            actor=actor,
+            redactor=ReaderView(
+                VisibilityPolicy(),
+                roles=frozenset(),
+                full_access=False,
+                sensitive_fields=sensitive_fields | self._sensitive_fields,
+            ),
+            audit_levels=self._audit_levels,
+        )
+        recorder = RunRecorder(task.id, task.tenant_id, chain, auditor, last_seq=task.last_seq)
+        labels = RunLabels(task.tenant_id, run.task.model or "")
+        channel = RunChannel(first_seq=task.last_seq + 1)
+        live = LiveRun(task.id, run, recorder, labels, channel=channel)
+        run.store_with(live.stored_through)
+        self._runs[task.id] = live
+        live.reader = asyncio.create_task(self._record(live), name=f"record-{task.id}")
+        return live
+
+    async def _record(self, live: LiveRun) -> None:
+        """Numbers a run's events batch by batch and queues them for the writer; ends when
+        the run's end is stored. A run whose events cannot be recorded is ended by the writer
+        (`internal_error`), after what was queued of it. A released run's task goes back to
+        the queue once what it recorded is stored."""
+        try:
+            # aclosing: if this fails, closing the batches stops the run at once.
+            async with contextlib.aclosing(live.run.event_batches()) as batches:
+                async for batch in batches:
+                    if live.broken:
+                        break
+                    costs, live.costs = live.costs, []
+                    write, events = live.recorder.record(batch, costs)
+                    self._metrics.observe(live.labels, batch)
+                    last = isinstance(batch[-1], DoneEvent)
+                    self._writer.queue_batch(live, write, events, last=last)
+            if live.run.released and not live.broken:
+                await self._hand_over(live)
+        except Exception as exc:
+            logger.exception("recording task %s failed; its run is ended", live.task_id)
+            self._writer.queue_end(live, f"its events could not be recorded ({type(exc).__name__})")
+        try:
+            await live.stored.wait()
+        finally:
+            self._runs.pop(live.task_id, None)
+            self._waiters.wake(live.task_id)
+            self._ended()
+
+    async def _hand_over(self, live: LiveRun) -> None:
+        """A released run: once everything it queued is stored, its task goes back to the
+        queue (a resume by whoever claims it) and its followers read on from the store. A
+        run suspended for approvals leaves its task waiting, owned by nobody, until they are
+        decided."""
+        try:
+            await self._writer.record_audit([])  # behind everything queued before it
+            if live.run.suspended:
+                await self._log.suspend(live.task_id, self._me)
+            else:
+                await self._log.release([live.task_id], self._me)
+        except Exception:  # the lease check gives it back once this instance is gone
+            logger.warning("handing task %s back to the queue failed", live.task_id, exc_info=True)
+        live.channel.close()
+        live.stored.set()
+
+    async def end_all(self, reason: str, grace_s: float) -> None:
+        """Ends every run here (`interrupted`) and waits up to `grace_s` for their ends to be
+        stored."""
+        lives = self.all()
+        for live in lives:
+            live.run.cancel(reason, ErrorCode.INTERRUPTED)
+        await wait_stored(lives, grace_s)
+
+    async def release_all(self, grace_s: float) -> None:
+        """Lets each run reach a step boundary within `grace_s` (a call that must not be made
+        twice finishes; others are left to be made again), then releases the rest at once;
+        returns once every hand-over is stored (or a last grace has passed)."""
+        lives = self.all()
+        for live in lives:
+            live.run.release()
+        pending = await wait_stored(lives, grace_s)
+        for live in pending:
+            live.run.release(now=True)
+        await wait_stored(pending, max(grace_s, 1.0))
+
+
+async def wait_stored(lives: Sequence[LiveRun], timeout_s: float) -> list[LiveRun]:
+    """Waits up to `timeout_s` for the runs' ends (or hand-overs) to be stored; returns those
+    still going."""
+    if not lives:
+        return []
+    waits = {asyncio.ensure_future(live.stored.wait()): live for live in lives}
+    _, pending = await asyncio.wait(waits, timeout=timeout_s)
+    for wait in pending:
+        wait.cancel()
+    return [waits[wait] for wait in pending]

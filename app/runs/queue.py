@@ -1,0 +1,125 @@
+"""The queue's side of this process: it claims queued tasks while it has room, each time
+something may have changed (a task was queued here or elsewhere, a run here ended, notices
+were missed), woken by notices, never polling. A claimed task is `starting` until its run is
+live (or it is ended or given back); what the queue holds counts against the room."""
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from uuid import UUID
+
+from app.runs.background import Background
+from app.storage.records import TaskRecord
+from app.storage.run_log import RunLog
+
+logger = logging.getLogger(__name__)
+
+
+class RunQueue:
+    """Claims for one runner (`me`): at most `max_runs` runs live (`running()`) or starting
+    at once; each claimed task is handed to `launch`."""
+
+    def __init__(
+        self,
+        log: RunLog,
+        *,
+        me: str,
+        max_runs: int,
+        running: Callable[[], int],
+        launch: Callable[[TaskRecord], Awaitable[None]],
+    ) -> None:
+        self._log = log
+        self._me = me
+        self.max_runs = max_runs
+        self._running = running
+        self._launch = launch
+        # Claimed tasks whose runs are being started (or that are being given back).
+        self._starting: set[UUID] = set()
+        self._wake = asyncio.Event()
+        self._draining = False
+        self._claimer: asyncio.Task[None] | None = None
+        self._background = Background()
+
+    def __contains__(self, task_id: object) -> bool:
+        """Whether the task is claimed here and not yet live."""
+        return task_id in self._starting
+
+    def room(self) -> int:
+        return self.max_runs - self._running() - len(self._starting)
+
+    def wake(self) -> None:
+        """Something may have changed: claim again if there is room."""
+        self._wake.set()
+
+    def start(self) -> None:
+        self._claimer = asyncio.create_task(self._claim_loop(), name="run-claimer")
+        self._wake.set()
+
+    async def stop(self) -> None:
+        """Claims nothing more; what is being given back is left to the lease check."""
+        self._draining = True
+        self._wake.set()
+        if self._claimer is not None:
+            self._claimer.cancel()
+            await asyncio.wait([self._claimer])
+        await self._background.cancel()
+
+    def reserve(self, task_id: UUID) -> bool:
+        """Takes room for a task this instance is about to store as its own (claimed as it
+        is stored, started at once); False when there is none (it waits in the queue)."""
+        if self._draining or self.room() <= 0:
+            return False
+        self._starting.add(task_id)
+        return True
+
+    def unreserve(self, task_id: UUID) -> None:
+        self._starting.discard(task_id)
+
+    async def start_reserved(self, task: TaskRecord) -> None:
+        """Starts a task stored as claimed by this instance (`reserve`). Stopped before its
+        run is live (the instance stops), the task goes back to the queue untouched."""
+        try:
+            await self._launch(task)
+        except asyncio.CancelledError:
+            await self._give_back([task.id])
+            raise
+        finally:
+            self._starting.discard(task.id)
+
+    async def _claim_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._draining:
+                return
+            room = self.room()
+            if room <= 0:
+                continue
+            try:
+                claimed = await self._log.claim(self._me, room)
+            except Exception:
+                logger.warning("claiming queued tasks failed; trying again", exc_info=True)
+                await asyncio.sleep(1.0)
+                self._wake.set()
+                continue
+            # Submissions here may have taken some of the room while the claim was under way:
+            # what no longer fits goes back to the queue at once.
+            fits = max(self.room(), 0)
+            claimed, extra = claimed[:fits], claimed[fits:]
+            for task in claimed:
+                self._starting.add(task.id)
+                self._background.spawn(self.start_reserved(task), f"launch-{task.id}")
+            if extra:
+                back = [task.id for task in extra]
+                self._starting.update(back)  # this instance's until they are back in the queue
+                self._background.spawn(self._give_back(back), "give-back")
+            if len(claimed) == room:
+                self._wake.set()  # there may be more
+
+    async def _give_back(self, task_ids: list[UUID]) -> None:
+        try:
+            await self._log.release(task_ids, self._me, resumed=False)
+        except Exception:  # the lease check gives them back
+            logger.warning("giving claimed tasks back to the queue failed", exc_info=True)
+        finally:
+            self._starting.difference_update(task_ids)

@@ -1,0 +1,289 @@
+"""Starting a claimed task's run: new, or resumed from its stored steps (its agent's state
+rebuilt from the chain, stored calls replayed rather than made again). What a run starts from
+the instance that accepted it has at hand; any other rebuilds it from the stored task. A task
+whose cancel was asked, or whose run cannot go on, is ended instead, with the closing events
+its stream never got."""
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from app.agents import AgentRuntime, AgentTask
+from app.chain import ErrorCode, ReasoningChain, ReasoningStep, TaskState
+from app.chain.models import utc_now
+from app.governance.budgets import BudgetGuard
+from app.governance.limits import LimitStore
+from app.governance.models import ModelPolicyGuard
+from app.governance.quotas import QuotaGuard
+from app.runs.active import ActiveRuns
+from app.runs.agents import ResolvedAgent
+from app.runs.approvals import approval_gate, decided_event
+from app.runs.models import Attachment, RunPolicy, TaskSubmission
+from app.runs.recorder import closing_events, event_row
+from app.security import Principal
+from app.storage.records import TaskRecord
+from app.storage.run_log import RunLog
+from app.storage.text import dump_model
+from app.tools.guards import ToolGuard
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """What a task's run is started from: who submitted it and what they may do, what they
+    submitted, its agent version, the conversation before it and its files. The instance
+    that accepted the task has it at hand; any other rebuilds it from the stored task
+    (`RunLoader`)."""
+
+    principal: Principal
+    submission: TaskSubmission
+    policy: RunPolicy
+    agent: ResolvedAgent
+    history: list[dict[str, Any]]
+    attachments: Sequence[Attachment]
+
+
+class Unresumable(Exception):
+    """A stored task whose run cannot be started again (its agent version is gone...)."""
+
+
+RunLoader = Callable[[TaskRecord], Awaitable[RunStart]]
+
+
+class RunStarter:
+    """Starts the runs of tasks claimed by this runner (`me`) and hands each to `active`."""
+
+    def __init__(
+        self,
+        log: RunLog,
+        limits: LimitStore,
+        active: ActiveRuns,
+        runtime: Callable[[], AgentRuntime],
+        *,
+        me: str,
+        resume: bool = True,
+        max_resumes: int = 3,
+        approval_timeout_s: float = 86_400.0,
+    ) -> None:
+        self._log = log
+        self._limits = limits
+        self._active = active
+        self._me = me
+        self._resume = resume
+        self._max_resumes = max_resumes
+        self._approval_timeout_s = approval_timeout_s
+        self._runtime = runtime
+        self._loader: RunLoader | None = None
+        # What tasks accepted here are started from, should this instance claim them.
+        self._accepted: dict[UUID, RunStart] = {}
+        # Cancels asked of tasks being started here.
+        self._cancels: set[UUID] = set()
+
+    def use_loader(self, loader: RunLoader) -> None:
+        """What rebuilds the start of a task accepted elsewhere (or before a restart)."""
+        self._loader = loader
+
+    def accept(self, task_id: UUID, start: RunStart) -> None:
+        """A task accepted here: should this instance claim it, it starts from `start`
+        rather than from the store."""
+        self._accepted[task_id] = start
+
+    def forget(self, task_id: UUID) -> None:
+        """A task accepted here that will not be claimed here (not stored, or ended)."""
+        self._accepted.pop(task_id, None)
+
+    def cancel_starting(self, task_id: UUID) -> None:
+        """A cancel asked of a task being started: its run is stopped as it starts."""
+        self._cancels.add(task_id)
+
+    async def launch(self, task: TaskRecord) -> None:
+        """Starts a claimed task's run: new, or resumed from its stored steps. A task whose
+        cancel was asked, or whose run cannot be resumed, is ended instead."""
+        accepted = self._accepted.pop(task.id, None)
+        try:
+            resumed = not task.is_queued
+            if task.cancel_reason is not None or task.id in self._cancels:
+                reason = task.cancel_reason or "cancelled"
+                await self.end_unstarted(task, TaskState.CANCELLED, ErrorCode.CANCELLED, reason)
+                return
+            if resumed and not self._resume:
+                raise Unresumable("resuming runs is turned off (OMNIFORGE_RESUME=false)")
+            if resumed and task.resumes >= self._max_resumes:
+                raise Unresumable(
+                    f"it was resumed {task.resumes} times and its instance stopped each time"
+                )
+            start = accepted
+            if start is None:
+                if self._loader is None:
+                    raise Unresumable("this instance cannot rebuild runs")
+                start = await self._loader(task)
+            steps = await self._stored_steps(task) if resumed else []
+            await self._start(task, start, steps, resumed=resumed)
+        except Unresumable as exc:
+            await self.end_unstarted(
+                task,
+                TaskState.FAILED,
+                ErrorCode.INTERRUPTED,
+                f"the run could not go on after its instance stopped: {exc}",
+            )
+        except Exception as exc:
+            logger.exception("starting task %s failed", task.id)
+            await self.end_unstarted(
+                task,
+                TaskState.FAILED,
+                ErrorCode.INTERNAL_ERROR,
+                f"its run could not be started ({type(exc).__name__})",
+            )
+        finally:
+            self._cancels.discard(task.id)
+
+    async def _stored_steps(self, task: TaskRecord) -> list[ReasoningStep]:
+        return [
+            ReasoningStep.model_validate_json(step)
+            for step in await self._log.chain_steps(task.chain_id)
+        ]
+
+    async def _start(
+        self, task: TaskRecord, start: RunStart, steps: list[ReasoningStep], *, resumed: bool
+    ) -> None:
+        runtime = self._runtime()
+        submission, policy, agent = start.submission, start.policy, start.agent
+        tools = policy.tools
+        services = (
+            None
+            if tools is None
+            else await tools.services(task.id, [str(a.file_id) for a in start.attachments])
+        )
+        decisions = await self._log.decisions(task.id) if resumed else []
+        gate = approval_gate(
+            self._log, task, agent, policy, decisions, default_timeout_s=self._approval_timeout_s
+        )
+        chain = ReasoningChain(
+            id=task.chain_id,
+            task_id=str(task.id),
+            agent_id=agent.ref,
+            tenant_id=task.tenant_id,
+            started_at=task.started_at or task.created_at,
+            budget=task.budget,
+        )
+        if resumed:
+            chain.replay(steps)
+        agent_task = AgentTask(
+            id=str(task.id),
+            input=submission.input,
+            messages=None
+            if submission.messages is None
+            else [m.model_dump(exclude_none=True) for m in submission.messages],
+            tenant_id=task.tenant_id,
+            user_id=task.user_id,
+            model=task.model,
+            tools=_tools_of(submission, policy, agent) if policy.executes_tools else [],
+            roles=policy.roles,
+            metadata=submission.metadata,
+            history=start.history,
+            attachments=[a.description for a in start.attachments],
+        )
+        models = policy.models
+        restricts_models = models.approved is not None or bool(models.max_output_tokens)
+        # From here to the run being live nothing awaits.
+        run = runtime.agent_for(agent.definition.spec()).start(
+            agent_task,
+            chain=chain,
+            on_delta=self._active.output_to(task.id) if submission.stream_output else None,
+            guards=self._guards(chain, task.tenant_id, policy),
+            models=models if restricts_models else None,
+            tools=None if tools is None else tools.registry,
+            services=services,
+            approvals=gate,
+            decided=[decided_event(task, record) for record in decisions],
+        )
+        self._active.follow(
+            run,
+            task,
+            chain,
+            actor=start.principal.subject,
+            sensitive_fields=policy.sensitive_fields,
+        )
+        if task.id in self._cancels:
+            run.cancel("cancelled")
+
+    def _guards(self, chain: ReasoningChain, tenant_id: str, policy: RunPolicy) -> list[ToolGuard]:
+        """The run's own guards: its budget, its tenant's model policy and quotas (only
+        those that limit anything)."""
+        guards: list[ToolGuard] = []
+        if chain.budget is not None:
+            guards.append(BudgetGuard(chain))
+        if policy.models.approved is not None:
+            gateway = self._runtime().gateway
+            guards.append(
+                ModelPolicyGuard(
+                    policy.models,
+                    default_model=gateway.default_model,
+                    available=gateway.model_names(),
+                )
+            )
+        if policy.quotas.limits_runs:
+            guards.append(QuotaGuard(self._limits, tenant_id, policy.quotas))
+        key_quotas = policy.key_quotas
+        if key_quotas is not None and policy.key_scope is not None and key_quotas.limits_runs:
+            guards.append(QuotaGuard(self._limits, policy.key_scope, key_quotas))
+        return guards
+
+    async def end_unstarted(
+        self, task: TaskRecord, status: TaskState, error_code: ErrorCode, message: str
+    ) -> bool:
+        """Ends a task this instance owns without running it, with the closing events its
+        stream never got; False when it was no longer unfinished or no longer this
+        instance's (or its end could not be stored: then it goes back to the queue)."""
+        try:
+            return await self._end_owned(task, status, error_code, message)
+        except Exception:
+            logger.exception("ending task %s failed; it goes back to the queue", task.id)
+            with contextlib.suppress(Exception):
+                await self._log.release([task.id], self._me, resumed=False)
+            return False
+
+    async def _end_owned(
+        self, task: TaskRecord, status: TaskState, error_code: ErrorCode, message: str
+    ) -> bool:
+        now = utc_now()
+        closing = closing_events(
+            task.id,
+            task.chain_id,
+            status=status,
+            error_code=error_code,
+            message=message,
+            metrics=task.usage,
+            at=now,
+        )
+        rows = [
+            event_row(
+                task.id, task.tenant_id, task.last_seq + offset, event.type, dump_model(event)
+            )
+            for offset, event in enumerate(closing, start=1)
+        ]
+        return await self._log.end_owned(
+            task,
+            rows,
+            status=status,
+            error_code=error_code,
+            message=message,
+            at=now,
+            me=self._me,
+        )
+
+
+def _tools_of(
+    submission: TaskSubmission, policy: RunPolicy, agent: ResolvedAgent
+) -> list[str] | None:
+    """The tools a run may use: the task's, else its agent's, else its tenant's enabled ones
+    (None: every tool)."""
+    if submission.tools is not None:
+        return submission.tools
+    if agent.definition.tools is not None:
+        return agent.definition.tools
+    return None if policy.enabled_tools is None else sorted(policy.enabled_tools)
