@@ -181,6 +181,14 @@ class Settings(BaseSettings):
         description="Runs this server takes from the queue at most at once; the rest wait "
         "for room here or on another server.",
     )
+    max_concurrent_submissions: int = Field(
+        default=4,
+        ge=1,
+        le=10_000,
+        description="Submissions this server stores and starts at most at once; more wait "
+        "their turn in arrival order, so a burst's last task does not wait for the work of "
+        "every run the burst started before it.",
+    )
     resume: bool = Field(
         default=True,
         description="Resume a run whose server stopped from its stored steps (false: such "

@@ -1,6 +1,8 @@
-"""`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|console|service|live|all]
-[--quick]`:
-prints each figure with its conditions (`live` is the service's benchmark (b) alone)."""
+"""`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|console|service|live|tail|
+resume|all] [--quick]`:
+prints each figure with its conditions (`live` is the service's benchmark (b) alone; `tail`, the
+completion latency of a burst of two-call tasks, also runs with `service`; `resume` starts two
+instances and kills one, and runs alone)."""
 
 import argparse
 import logging
@@ -19,6 +21,7 @@ from bench import (
     service_live_chains,
     service_sse_latency,
     service_suite,
+    service_tail,
     service_throughput,
     step_overhead,
 )
@@ -50,6 +53,8 @@ def main() -> None:
             "console",
             "service",
             "live",
+            "tail",
+            "resume",
             "all",
         ],
         default="all",
@@ -81,6 +86,10 @@ def main() -> None:
         _console(runs=5 if args.quick else 20)
     if args.which in ("service", "all"):
         _service(quick=args.quick)
+    if args.which in ("tail", "service", "all"):
+        _tail(rounds=1 if args.quick else 4)
+    if args.which == "resume":
+        _resume(tasks=6 if args.quick else 20, delay_s=4.0 if args.quick else 10.0)
     if args.which == "live":
         print(
             f"\nService benchmark (b) alone: the app on uvicorn in its own process,"
@@ -283,6 +292,72 @@ def _service(quick: bool) -> None:
             _print_throughput(result)
 
     service_suite.run(quick, report)
+
+
+def _tail(rounds: int) -> None:
+    clients = 256
+    r = service_tail.run(clients=clients, rounds=rounds)
+    settings = ", ".join(f"{name}={value}" for name, value in r.settings.items())
+    print(
+        f"\nCompletion latency of a burst of two-call tasks (submit -> `done` received)\n"
+        f"  conditions: the service on uvicorn in its own process,"
+        f" {service_suite.database_description()}, a fresh database; service settings:"
+        f" {settings or 'none'} over the defaults {_defaults(service_tail.SETTINGS)};"
+        f" {r.clients} clients, each submitting a task"
+        f" (POST, tools [calculator]) and following its stream (GET, SSE) to done, {r.rounds}"
+        f" round(s) back to back after one warm-up round; fake LLM in its own process answering"
+        f" at once ({service_tail.DELAY_S:g} s): a calculator call, then 'ok' once the request"
+        f" carries its result; 2 LLM calls, 1 tool call per task; client, fake LLM, Postgres"
+        f" and service on the same 2 CPUs\n"
+        f"    {len(r.completed)} completed: p50 {r.p(50):.0f} ms  p90 {r.p(90):.0f} ms"
+        f"  p99 {r.p(99):.0f} ms  max {r.p(100):.0f} ms;  {r.tasks_per_s:.1f} tasks/s;"
+        f" failures: {dict(r.failures) or 'none'}\n"
+        f"    CPU over the {r.wall_s:.1f} s, in cores: service {r.server_cpu_s / r.wall_s:.2f},"
+        f" its Postgres backends {r.postgres_cpu_s / r.wall_s:.2f},"
+        f" client {r.client_cpu_s / r.wall_s:.2f},"
+        f" whole machine {r.machine_cpu_s / r.wall_s:.2f} of {os.cpu_count()}\n"
+        f"    phases, ms (p50 of all | p50 of the slowest 1% | max):"
+    )
+    for phase, p50, slow, worst in r.phase_table():
+        print(f"      {phase:<12} {p50:8.1f} | {slow:8.1f} | {worst:8.1f}")
+
+
+def _defaults(names: tuple[str, ...]) -> str:
+    from app.config import Settings
+
+    fields = Settings.model_fields
+
+    def value(name: str) -> str:
+        if name not in fields:
+            return f"{name} (not a setting here)"
+        given = os.environ.get(f"OMNIFORGE_{name.upper()}")
+        return f"{name}={fields[name].default}" if given is None else f"{name}={given} (env)"
+
+    return ", ".join(value(name) for name in names)
+
+
+def _resume(tasks: int, delay_s: float) -> None:
+    from bench import service_resume
+
+    r = service_resume.run(tasks=tasks, delay_s=delay_s)
+    print(
+        f"\nResume latency: kill of the instance running the tasks -> first `task_status`"
+        f" with `resumed: true` received on the other instance's stream\n"
+        f"  conditions: two instances of the service (uvicorn, own processes) on one"
+        f" {service_suite.database_description()} database; {r.tasks} tasks submitted to A (it"
+        f" has room, so it runs them all; checked in the task rows), each in an LLM call that"
+        f" the fake LLM holds {r.delay_s:g} s; every stream followed on B; runner heartbeat"
+        f" {r.heartbeat_s:g} s (a lease check every heartbeat notices a dead pid on this host;"
+        f" a runner silent for 3 heartbeats is presumed dead elsewhere), shutdown grace"
+        f" {r.grace_s:g} s"
+    )
+    for round_ in r.rounds:
+        print(
+            f"  [{round_.signal}] resumed p50 {round_.p(50):.0f} ms  max {round_.p(100):.0f} ms"
+            f" ({len(round_.resume_ms)} of {r.tasks} resumed); completed"
+            f" {round_.completed}/{r.tasks}, kill -> all done {round_.all_done_s:.1f} s;"
+            f" outcomes: {dict(round_.outcomes)}"
+        )
 
 
 def _problems(lines: list[str]) -> str:

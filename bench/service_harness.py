@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Coroutine, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -95,6 +95,12 @@ class Proc:
         """What the process wrote on stderr (warnings, errors, tracebacks)."""
         return [line for line in self.log.read_text().splitlines() if line.strip()]
 
+    async def kill(self) -> None:
+        """SIGKILL: gone at once, nothing handed over."""
+        if self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()
+
     async def stop(self) -> None:
         if self.process.returncode is None:
             self.process.send_signal(signal.SIGTERM)
@@ -103,6 +109,32 @@ class Proc:
             except TimeoutError:
                 self.process.kill()
                 await self.process.wait()
+
+
+def postgres_cpu_s(database: str) -> float:
+    """User + system CPU seconds of the Postgres backends connected to `database` (compare
+    readings over a span in which the service keeps its pool open)."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        if not title.startswith(b"postgres: ") or f" {database} ".encode() not in title:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / _CLOCK_TICKS
+
+
+def machine_cpu_s() -> float:
+    """CPU seconds all CPUs of this machine have been busy (any process's, not only ours)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / _CLOCK_TICKS
 
 
 @asynccontextmanager
@@ -185,34 +217,61 @@ class Stack:
 
 
 @asynccontextmanager
-async def stack(llm_delays_s: Sequence[float] = (), **settings: str) -> AsyncIterator[Stack]:
-    """A fresh database, one fake LLM server per delay, and the service (`settings` are extra
-    `OMNIFORGE_*` variables)."""
+async def stack(
+    llm_delays_s: Sequence[float] = (), *, llm_args: Sequence[str] = (), **settings: str
+) -> AsyncIterator[Stack]:
+    """A fresh database, one fake LLM server per delay (`llm_args`: more of its options), and
+    the service (`settings` are extra `OMNIFORGE_*` variables)."""
     with tempfile.TemporaryDirectory(prefix="omniforge-bench-") as tmp:
         directory = Path(tmp)
         async with postgres_database() as database_url, AsyncExitStack() as processes:
-            llms: dict[float, Proc] = {}
-            for delay in dict.fromkeys(llm_delays_s):
-                args = [sys.executable, str(FAKE_LLM), "--port", "0", "--model", MODEL]
-                log = directory / f"llm-{delay:g}s.log"
-                args += ["--delay-s", str(delay)]
-                llms[delay] = await processes.enter_async_context(child(args, log, {}))
-            env = {
-                "OMNIFORGE_ENV": "development",
-                "OMNIFORGE_DATA_DIR": str(directory),
-                "OMNIFORGE_DATABASE_URL": database_url,
-                "OMNIFORGE_JWT_SECRET": JWT_SECRET,
-                "OMNIFORGE_LLM_MAX_ATTEMPTS": "1",  # a failed call shows as a failed task
-                "OMNIFORGE_SHUTDOWN_GRACE_S": "2",
-                **settings,
-            }
-            if llms:
-                env["OMNIFORGE_MODELS_FILE"] = str(_model_list(directory, llms))
-            args = [sys.executable, "-m", "bench.service_server"]
-            service = await processes.enter_async_context(
-                child(args, directory / "service.log", env)
-            )
+            llms = await fake_llms(processes, directory, llm_delays_s, llm_args)
+            env = service_env(directory, database_url, llms, **settings)
+            service = await processes.enter_async_context(start_service(directory, env))
             yield Stack(service, llms, database_url)
+
+
+async def fake_llms(
+    processes: AsyncExitStack,
+    directory: Path,
+    delays_s: Sequence[float],
+    llm_args: Sequence[str] = (),
+) -> dict[float, Proc]:
+    """One fake LLM server per delay, each stopped with `processes`."""
+    llms: dict[float, Proc] = {}
+    for delay in dict.fromkeys(delays_s):
+        args = [sys.executable, str(FAKE_LLM), "--port", "0", "--model", MODEL]
+        args += ["--delay-s", str(delay), *llm_args]
+        log = directory / f"llm-{delay:g}s.log"
+        llms[delay] = await processes.enter_async_context(child(args, log, {}))
+    return llms
+
+
+def service_env(
+    directory: Path, database_url: str, llms: dict[float, Proc], **settings: str
+) -> dict[str, str]:
+    """The service's environment: the database, the fake LLM servers' models, `settings`."""
+    env = {
+        "OMNIFORGE_ENV": "development",
+        "OMNIFORGE_DATA_DIR": str(directory),
+        "OMNIFORGE_DATABASE_URL": database_url,
+        "OMNIFORGE_JWT_SECRET": JWT_SECRET,
+        "OMNIFORGE_LLM_MAX_ATTEMPTS": "1",  # a failed call shows as a failed task
+        "OMNIFORGE_SHUTDOWN_GRACE_S": "2",
+        **settings,
+    }
+    if llms:
+        env["OMNIFORGE_MODELS_FILE"] = str(_model_list(directory, llms))
+    return env
+
+
+def start_service(
+    directory: Path, env: dict[str, str], name: str = "service"
+) -> AbstractAsyncContextManager[Proc]:
+    """An instance of the service in a process of its own (stopped by SIGTERM on exit);
+    instances started with the same `env` share its database."""
+    args = [sys.executable, "-m", "bench.service_server"]
+    return child(args, directory / f"{name}.log", env)
 
 
 def _model_list(directory: Path, llms: dict[float, Proc]) -> Path:

@@ -75,6 +75,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             audit_flush_s=settings.audit_flush_s,
             limits=limits,
             max_runs=settings.max_concurrent_runs,
+            max_submissions=settings.max_concurrent_submissions,
             resume=settings.resume,
             max_resumes=settings.max_resumes,
             approval_timeout_s=settings.approval_timeout_s,

@@ -77,6 +77,7 @@ class RunManager:
         limits: LimitStore | None = None,
         metrics: RunMetrics | None = None,
         max_runs: int = 1000,
+        max_submissions: int = 4,
         resume: bool = True,
         max_resumes: int = 3,
         approval_timeout_s: float = 86_400.0,
@@ -115,6 +116,8 @@ class RunManager:
             launch=self._starter.launch,
         )
         self._timeouts = ApprovalTimeouts(log, retry_s=heartbeat_s)
+        # Submissions stored and started at once; the rest wait their turn, in arrival order.
+        self._submitting = asyncio.Semaphore(max_submissions)
         self._background = Background()
         self.metrics.count_active_runs(self._active.__len__)
         notices = log.notices
@@ -216,6 +219,20 @@ class RunManager:
         a task over its tenant's submission rate or concurrent runs, and
         (`ConversationBusy`) a turn while another turn of its conversation runs."""
         self._admission.validate(submission, policy, agent)
+        # A burst's submissions otherwise share the loop with every run they start, and the
+        # last of them waits for the work of all (a completion tail of seconds).
+        async with self._submitting:
+            return await self._submit(principal, submission, policy, agent, turn, attachments)
+
+    async def _submit(
+        self,
+        principal: Principal,
+        submission: TaskSubmission,
+        policy: RunPolicy,
+        agent: ResolvedAgent,
+        turn: Turn | None,
+        attachments: Sequence[Attachment],
+    ) -> SubmittedTask:
         grants = await self._admission.admit(principal.tenant_id, policy)
         task_id = uuid4()
         history = [] if turn is None else turn.history

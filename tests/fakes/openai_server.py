@@ -8,11 +8,14 @@ nobody scripted, or any scripted reply nobody asked for, fails the test.
 Standalone, for benchmarks (answers every call for the given models with "ok"):
 
     python tests/fakes/openai_server.py --port 0 --model NAME [--model NAME2 ...] [--delay-s S]
-        [--words N]
+        [--words N] [--tool-call TOOL [--tool-arguments JSON]]
 
 prints one line `READY <base_url>` once listening and serves until SIGTERM or SIGINT; each
 answer ("ok", or `--words` words "ok ok2 ok3...", one per chunk when streamed) comes
-`--delay-s` seconds after its request arrived (default 0). On SIGUSR1 it prints
+`--delay-s` seconds after its request arrived (default 0). With `--tool-call` a request whose
+messages carry no tool result is answered with a call of that tool instead (arguments
+`--tool-arguments`, default {"expression": "6*7"} for `calculator`), so each task makes two
+LLM calls with a tool call between them. On SIGUSR1 it prints
 `STATS calls=<n> in_flight=<n> peak=<n>` (peak calls in flight since the last STATS line).
 """
 
@@ -289,8 +292,7 @@ class FakeLLMServer:
             )
             async with self._arrivals:
                 self._arrivals.notify_all()
-        queue = self._scripts.get(model)
-        reply = queue.popleft() if queue else self._always.get(model)
+        reply = self._reply_for(model, body)
         if reply is None:
             self.unexpected.append(f"{request.method} {request.path} model={model}")
             message = f"unscripted call to the fake LLM server: model={model}"
@@ -312,6 +314,11 @@ class FakeLLMServer:
             chunks = _stream_chunks(reply, model, completion_id, calls, want_usage)
             return await _send_stream(request, chunks, reply.pause)
         return web.json_response(_completion(reply, model, completion_id, calls))
+
+    def _reply_for(self, model: str, body: dict[str, Any]) -> Reply | None:
+        """The next scripted reply for `model`, else its standing one."""
+        queue = self._scripts.get(model)
+        return queue.popleft() if queue else self._always.get(model)
 
     async def _unknown_route(self, request: web.Request) -> web.StreamResponse:
         self.unexpected.append(f"{request.method} {request.path}")
@@ -428,13 +435,23 @@ def _chunk_content(chunk: dict[str, Any]) -> str:
 
 
 class _CountingServer(FakeLLMServer):
-    """Standalone mode only: counts chat-completions calls, those in flight and their peak."""
+    """Standalone mode only: counts chat-completions calls, those in flight and their peak;
+    with `tool_call`, answers it to every request that carries no tool result yet."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, tool_call: Reply | None = None) -> None:
         super().__init__(port=port, record_requests=False)
         self.calls = 0
         self.in_flight = 0
         self.peak = 0
+        self._tool_call = tool_call
+
+    def _reply_for(self, model: str, body: dict[str, Any]) -> Reply | None:
+        reply = super()._reply_for(model, body)
+        if reply is None or self._tool_call is None:
+            return reply
+        messages = body.get("messages") or []
+        answered = any(isinstance(m, dict) and m.get("role") == "tool" for m in messages)
+        return reply if answered else self._tool_call
 
     async def _chat_completions(self, request: web.Request) -> web.StreamResponse:
         self.calls += 1
@@ -450,12 +467,21 @@ class _CountingServer(FakeLLMServer):
         self.peak = self.in_flight
 
 
-async def _serve(port: int, models: list[str], delay_s: float = 0.0, words: int = 1) -> None:
+async def _serve(
+    port: int,
+    models: list[str],
+    delay_s: float = 0.0,
+    words: int = 1,
+    tool: tuple[str, dict[str, Any]] | None = None,
+) -> None:
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stopping.set)
-    async with _CountingServer(port) as server:
+    tool_call = None
+    if tool is not None:
+        tool_call = Reply.tool_calls([ToolCall(*tool)], delay_s=delay_s)
+    async with _CountingServer(port, tool_call) as server:
         loop.add_signal_handler(signal.SIGUSR1, server.report)
         # Streamed one word per chunk; words differ, as LiteLLM refuses a stream repeating one.
         answer = " ".join(["ok", *(f"ok{n}" for n in range(2, words + 1))])
@@ -479,8 +505,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--words", type=int, default=1, help="answer this many words: ok ok2 ok3... (default 1)"
     )
+    parser.add_argument(
+        "--tool-call",
+        metavar="TOOL",
+        help="answer a request without a tool result by calling TOOL first",
+    )
+    parser.add_argument(
+        "--tool-arguments",
+        type=json.loads,
+        default={"expression": "6*7"},
+        help='JSON arguments of --tool-call (default {"expression": "6*7"})',
+    )
     args = parser.parse_args(argv)
-    asyncio.run(_serve(args.port, args.models, args.delay_s, args.words))
+    tool = None if args.tool_call is None else (args.tool_call, args.tool_arguments)
+    asyncio.run(_serve(args.port, args.models, args.delay_s, args.words, tool))
 
 
 if __name__ == "__main__":
