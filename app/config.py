@@ -182,7 +182,7 @@ class Settings(BaseSettings):
         "for room here or on another server.",
     )
     max_concurrent_submissions: int = Field(
-        default=4,
+        default=16,
         ge=1,
         le=10_000,
         description="Submissions this server stores and starts at most at once; more wait "

@@ -51,8 +51,7 @@ class RecordedRun:
         self.chain = chain
         self.task_id = UUID(chain.task_id)
         auditor = ToolAuditor(
-            task_id=self.task_id,
-            chain_id=chain.id,
+            chain=chain,
             actor="bench",
             redactor=ReaderView(
                 VisibilityPolicy(), roles=frozenset(), full_access=False, sensitive_fields=()

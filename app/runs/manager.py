@@ -77,7 +77,7 @@ class RunManager:
         limits: LimitStore | None = None,
         metrics: RunMetrics | None = None,
         max_runs: int = 1000,
-        max_submissions: int = 4,
+        max_submissions: int = 16,
         resume: bool = True,
         max_resumes: int = 3,
         approval_timeout_s: float = 86_400.0,
@@ -121,7 +121,7 @@ class RunManager:
         self._background = Background()
         self.metrics.count_active_runs(self._active.__len__)
         notices = log.notices
-        notices.listen(QUEUE, lambda _: self._queue.wake())
+        notices.listen(QUEUE, lambda _: self._queue.queued())
         notices.listen(EVENTS, self._waiters.stored)
         notices.listen(CANCEL, self._cancel_requested)
         notices.listen(APPROVALS, lambda _: self._timeouts.asked())
@@ -261,7 +261,7 @@ class RunManager:
         if direct:
             await self._queue.start_reserved(task)
         else:
-            self._queue.wake()
+            self._queue.queued()
         return SubmittedTask(task_id, task.chain_id, TaskState.SUBMITTED)
 
     # --- cancel ----------------------------------------------------------------------------
@@ -327,7 +327,7 @@ class RunManager:
 
     def _missed_notices(self) -> None:
         """Notices may have been lost while the connection was down: everyone looks again."""
-        self._queue.wake()
+        self._queue.queued()
         self._waiters.wake_all()
         for live in self._active.all():
             self._background.spawn(self._cancel_if_asked(live.task_id), f"recheck-{live.task_id}")

@@ -35,6 +35,11 @@ class RunQueue:
         self._launch = launch
         # Claimed tasks whose runs are being started (or that are being given back).
         self._starting: set[UUID] = set()
+        # Whether the queue may hold tasks: set by every notice of one queued, cleared when a
+        # claim finds fewer than it asked for and no notice came meanwhile. Room freed here
+        # claims only then (a run's end costs no query while nothing waits).
+        self._maybe_queued = True
+        self._notices = 0
         self._wake = asyncio.Event()
         self._draining = False
         self._claimer: asyncio.Task[None] | None = None
@@ -48,7 +53,13 @@ class RunQueue:
         return self.max_runs - self._running() - len(self._starting)
 
     def wake(self) -> None:
-        """Something may have changed: claim again if there is room."""
+        """Room may have been freed here: claim again if tasks may be waiting."""
+        self._wake.set()
+
+    def queued(self) -> None:
+        """A task was queued (here or elsewhere), or notices of that may have been missed."""
+        self._notices += 1
+        self._maybe_queued = True
         self._wake.set()
 
     def start(self) -> None:
@@ -93,8 +104,9 @@ class RunQueue:
             if self._draining:
                 return
             room = self.room()
-            if room <= 0:
+            if room <= 0 or not self._maybe_queued:
                 continue
+            notices = self._notices
             try:
                 claimed = await self._log.claim(self._me, room)
             except Exception:
@@ -102,6 +114,8 @@ class RunQueue:
                 await asyncio.sleep(1.0)
                 self._wake.set()
                 continue
+            if len(claimed) < room and self._notices == notices:
+                self._maybe_queued = False  # the claim emptied what it saw, nothing came since
             # Submissions here may have taken some of the room while the claim was under way:
             # what no longer fits goes back to the queue at once.
             fits = max(self.room(), 0)

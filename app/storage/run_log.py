@@ -209,8 +209,11 @@ class RunLog:
                 task = {**task, "turn": await self._next_turn(connection, task, after_turns)}
             await connection.execute(insert(tasks), [task])
             await connection.execute(insert(reasoning_chains), [chain])
-            await self._notify(connection, QUEUE)
-        self._delivered(QUEUE)
+            queued = task.get("runner_id") is None  # else claimed as it is stored
+            if queued:
+                await self._notify(connection, QUEUE)
+        if queued:
+            self._delivered(QUEUE)
 
     async def _next_turn(
         self, connection: AsyncConnection, task: dict[str, Any], after_turns: int | None
