@@ -1,7 +1,8 @@
 """The write side of runs: a task's rows, then its steps, events and costs as they happen."""
 
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -150,6 +151,24 @@ def _progress(write: "RunWrite") -> str:
     return f"{write.task_id}:{write.last_seq}"
 
 
+class _Notes:
+    """The notices of one transaction (see `RunLog._announcing`)."""
+
+    def __init__(self, connection: AsyncConnection, *, local: bool) -> None:
+        self._connection = connection
+        self._local = local
+        self.after_commit: list[tuple[str, str]] = []
+
+    async def send(self, channel: str, payload: str = "") -> None:
+        if self._local:
+            self.after_commit.append((channel, payload))
+        else:
+            await self._connection.execute(
+                text("SELECT pg_notify(:channel, :payload)"),
+                {"channel": channel, "payload": payload},
+            )
+
+
 class RunLog:
     """Writes runs and keeps the queue of tasks. A run writes only its own task's rows, so
     statements are keyed by task and chain ids; reads for callers go through the
@@ -160,17 +179,16 @@ class RunLog:
         self._database = database
         self.notices = notices or Notices()
 
-    async def _notify(self, connection: AsyncConnection, channel: str, payload: str = "") -> None:
-        """Postgres: NOTIFY within the transaction (delivered to every instance at COMMIT).
-        The embedded database: to this process's listeners, by `_delivered` after COMMIT."""
-        if not self._database.is_sqlite:
-            await connection.execute(
-                text("SELECT pg_notify(:channel, :payload)"),
-                {"channel": channel, "payload": payload},
-            )
-
-    def _delivered(self, channel: str, payload: str = "") -> None:
-        if self._database.is_sqlite:
+    @asynccontextmanager
+    async def _announcing(self) -> AsyncIterator[tuple[AsyncConnection, "_Notes"]]:
+        """A transaction and the notices it announces (`notes.send`): on Postgres a NOTIFY
+        within it, delivered to every instance at COMMIT; on the embedded database delivered
+        to this process's listeners after the COMMIT. A transaction that fails announces
+        nothing."""
+        async with self._database.transaction() as connection:
+            notes = _Notes(connection, local=self._database.is_sqlite)
+            yield connection, notes
+        for channel, payload in notes.after_commit:
             self.notices.deliver(channel, payload)
 
     async def create(
@@ -190,7 +208,7 @@ class RunLog:
         the same transaction, under the conversation's row lock: refused (`ConversationBusy`)
         while a turn is unfinished, or when the conversation no longer has `after_turns`
         turns (its history was read before another turn was added)."""
-        async with self._database.transaction() as connection:
+        async with self._announcing() as (connection, notes):
             if max_unfinished is not None:
                 tenant_id = task["tenant_id"]
                 if not self._database.is_sqlite:
@@ -211,9 +229,7 @@ class RunLog:
             await connection.execute(insert(reasoning_chains), [chain])
             queued = task.get("runner_id") is None  # else claimed as it is stored
             if queued:
-                await self._notify(connection, QUEUE)
-        if queued:
-            self._delivered(QUEUE)
+                await notes.send(QUEUE)
 
     async def _next_turn(
         self, connection: AsyncConnection, task: dict[str, Any], after_turns: int | None
@@ -279,7 +295,7 @@ class RunLog:
             async with self._database.autocommit() as connection:
                 await connection.execute(GROUP_WRITE, {"doc": document, "notes": notes})
             return
-        async with self._database.transaction() as connection:
+        async with self._announcing() as (connection, announced):
             for table, changes in ((tasks, task_changes), (reasoning_chains, chain_changes)):
                 statement = update(table).where(table.c.id == bindparam("row_id"))
                 for rows in _same_columns(changes):
@@ -294,8 +310,8 @@ class RunLog:
                     await connection.execute(insert(table), rows)
             for row in usage:
                 await _add_usage(connection, row)
-        for note in notes:
-            self._delivered(EVENTS, note)
+            for note in notes:
+                await announced.send(EVENTS, note)
 
     async def recent_calls(self, tenant_id: str, since: datetime) -> list[Any]:
         """The tenant's model calls recorded since `since`: time, model, tokens, cost."""
@@ -351,14 +367,12 @@ class RunLog:
             .values(runner_id=None, resumes=tasks.c.resumes + 1)
             .returning(tasks.c.id)
         )
-        async with self._database.transaction() as connection:
+        async with self._announcing() as (connection, notes):
             released = len((await connection.execute(statement)).all())
             if dead:
                 await connection.execute(delete(runners).where(runners.c.id.in_(dead)))
             if released:
-                await self._notify(connection, QUEUE)
-        if released:
-            self._delivered(QUEUE)
+                await notes.send(QUEUE)
         return released
 
     async def owned(self, me: str) -> list[UUID]:
@@ -447,7 +461,7 @@ class RunLog:
         values: dict[str, Any] = {"runner_id": None}
         if resumed:
             values["resumes"] = tasks.c.resumes + 1
-        async with self._database.transaction() as connection:
+        async with self._announcing() as (connection, notes):
             result = await connection.execute(
                 update(tasks)
                 .where(tasks.c.id.in_(list(task_ids)), tasks.c.runner_id == me)
@@ -457,23 +471,20 @@ class RunLog:
             )
             released = len(result.all())
             if released:
-                await self._notify(connection, QUEUE)
-        if released:
-            self._delivered(QUEUE)
+                await notes.send(QUEUE)
         return released
 
     async def ask(self, rows: Sequence[dict[str, Any]]) -> None:
         """Stores the approvals a run is about to wait for, before anyone is told of them."""
-        async with self._database.transaction() as connection:
+        async with self._announcing() as (connection, notes):
             await connection.execute(insert(approvals), list(rows))
-            await self._notify(connection, APPROVALS)
-        self._delivered(APPROVALS)
+            await notes.send(APPROVALS)
 
     async def suspend(self, task_id: UUID, me: str) -> bool:
         """A run of `me` that stopped to wait for approvals: its task waits with no owner
         (`input_required`) until its last pending approval is decided, or, when they all
         are already, goes back to the queue at once. True when it waits."""
-        async with self._database.transaction() as connection:
+        async with self._announcing() as (connection, notes):
             owned = await connection.execute(
                 select(tasks.c.id)
                 .where(tasks.c.id == task_id, tasks.c.runner_id == me)
@@ -488,9 +499,7 @@ class RunLog:
                 update(tasks).where(tasks.c.id == task_id).values(runner_id=None, status=state)
             )
             if not waiting:
-                await self._notify(connection, QUEUE)
-        if not waiting:
-            self._delivered(QUEUE)
+                await notes.send(QUEUE)
         return waiting
 
     @staticmethod
@@ -518,7 +527,7 @@ class RunLog:
         """Decides a pending approval of the tenant's task, with its audit row; the last one
         of a waiting task puts it back in the queue. None when it was not pending (any
         more), or its task is finished."""
-        async with self._database.transaction() as connection:
+        async with self._announcing() as (connection, notes):
             locked = await connection.execute(
                 select(tasks.c.status)
                 .where(tasks.c.id == task_id, tasks.c.tenant_id == tenant_id)
@@ -557,9 +566,7 @@ class RunLog:
                     .where(tasks.c.id == task_id, tasks.c.status == TaskState.INPUT_REQUIRED)
                     .values(status=TaskState.WORKING)
                 )
-                await self._notify(connection, QUEUE)
-        if resumes:
-            self._delivered(QUEUE)
+                await notes.send(QUEUE)
         return ApprovalRecord.model_validate(row._mapping)
 
     async def next_expiry(self) -> datetime | None:
@@ -611,7 +618,7 @@ class RunLog:
     async def request_cancel(self, task_id: UUID, reason: str) -> TaskRecord | None:
         """Asks whoever owns the task to cancel it (the first reason given is kept); None when
         it is no longer unfinished."""
-        async with self._database.transaction() as connection:
+        async with self._announcing() as (connection, notes):
             result = await connection.execute(
                 update(tasks)
                 .where(tasks.c.id == task_id, tasks.c.status.in_(_UNFINISHED))
@@ -620,9 +627,8 @@ class RunLog:
             )
             if result.first() is None:
                 return None
-            await self._notify(connection, CANCEL, str(task_id))
+            await notes.send(CANCEL, str(task_id))
             row = (await connection.execute(_with_usage().where(tasks.c.id == task_id))).first()
-        self._delivered(CANCEL, str(task_id))
         return None if row is None else TaskRecord.model_validate(row._mapping)
 
     async def task(self, task_id: UUID) -> TaskRecord | None:
@@ -657,7 +663,7 @@ class RunLog:
         """Ends a run `me` owns but does not run (cancelled in the queue, or one that cannot
         be resumed) with its closing events; False when it was no longer unfinished or no
         longer `me`'s: only a run's owner writes its events."""
-        async with self._database.transaction() as connection:
+        async with self._announcing() as (connection, notes):
             result = await connection.execute(
                 update(tasks)
                 .where(tasks.c.id == task.id, tasks.c.last_seq == task.last_seq)
@@ -686,8 +692,7 @@ class RunLog:
             )
             await connection.execute(insert(task_events), events)
             note = f"{task.id}:{task.last_seq + len(events)}"
-            await self._notify(connection, EVENTS, note)
-        self._delivered(EVENTS, note)
+            await notes.send(EVENTS, note)
         return True
 
     async def replay(
