@@ -10,6 +10,7 @@ refused a decision."""
 
 import asyncio
 import json
+import re
 from typing import Any
 
 import httpx
@@ -297,7 +298,7 @@ async def test_a_call_denied_on_the_task_page_is_not_made_and_the_model_is_told_
         f"Denied by {approver}", timeout=WAIT_MS
     )
     await expect(item.locator('[data-decision="denied"]')).to_contain_text(DENY_REASON)
-    assert page.url.endswith("/console/approvals?status=denied")
+    await expect(page).to_have_url(re.compile(r"/console/approvals\?status=denied$"))
 
 
 # Members see the calculator's steps as summaries: its calls' arguments are not theirs to read.

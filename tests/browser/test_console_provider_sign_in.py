@@ -52,7 +52,8 @@ async def test_a_person_signs_in_through_the_identity_provider_with_pkce(
             await expect(navigation).to_contain_text("grace", timeout=WAIT_MS)
             await expect(navigation).to_contain_text(f"Tenant {tenant}")
             await expect(navigation.get_by_role("link", name="Settings")).to_be_visible()
-            assert page.url == console_url(service, "/tasks")  # code and state left the URL
+            # The code and the state have left the URL.
+            await expect(page).to_have_url(console_url(service, "/tasks"))
 
     [asked] = provider.authorizations
     assert (asked.client_id, asked.method, asked.scope) == (

@@ -59,7 +59,7 @@ async def test_an_admin_creates_a_key_shown_once_that_works_until_revoked_in_the
         page, service, await create_key(service, tenant, "tenant_admin", name="admin"), "/settings"
     )
     await page.get_by_role("tab", name="API keys").click()
-    assert page.url == console_url(service, "/settings?section=keys")
+    await expect(page).to_have_url(console_url(service, "/settings?section=keys"))
     await expect(page.get_by_role("row").filter(has_text="this session")).to_contain_text("admin")
 
     form = page.get_by_role("form", name="Create an API key")
@@ -197,7 +197,7 @@ async def test_a_secret_set_in_the_console_is_listed_by_name_and_mcp_servers_sho
     assert closed.json()["status"] == "error"
 
     await page.get_by_role("tab", name="MCP servers").click()
-    assert page.url == console_url(service, "/settings?section=mcp")
+    await expect(page).to_have_url(console_url(service, "/settings?section=mcp"))
     broken = page.get_by_role("row").filter(has_text="broken")
     await expect(broken.get_by_text("error", exact=True)).to_be_visible(timeout=WAIT_MS)
     await expect(broken).to_contain_text(closed.json()["status_detail"])

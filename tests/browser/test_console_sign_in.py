@@ -24,7 +24,7 @@ async def test_a_person_signs_in_with_an_api_key_and_sees_their_tenant(
         # allows it).
         ["Tasks", "Approvals", "Conversations", "Agents"]
     )
-    assert page.url == console_url(service, "/tasks")
+    await expect(page).to_have_url(console_url(service, "/tasks"))
 
 
 async def test_a_wrong_key_is_refused_and_signing_out_forgets_the_key(

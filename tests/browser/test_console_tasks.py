@@ -143,7 +143,7 @@ async def test_the_status_filter_narrows_the_list(
     await expect(rows(page)).to_have_count(1, timeout=WAIT_MS)
     await expect(rows(page).first).to_contain_text("This one fails.")
     await expect(rows(page).first.locator(".status")).to_have_text("failed")
-    assert page.url.endswith("/console/tasks?status=failed")
+    await expect(page).to_have_url(re.compile(r"/console/tasks\?status=failed$"))
 
     await filters.get_by_label("Status").select_option("completed")
     await expect(rows(page)).to_have_count(1, timeout=WAIT_MS)
