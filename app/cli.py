@@ -5,6 +5,8 @@ a problem is one line on stderr and exit status 2."""
 import argparse
 import asyncio
 import json
+import logging
+import logging.config
 import sys
 from collections.abc import Sequence
 from datetime import timedelta
@@ -147,18 +149,24 @@ def _check_database_url(url: str) -> None:
 
 
 def _serve(args: argparse.Namespace, settings: Settings) -> int:
-    import uvicorn
-
     from app.api import create_app
+    from app.api.listeners import serve
+    from app.observability.json_logs import json_log_config
 
+    if settings.log_format == "json":
+        # Every line JSON from the first, the migration's included.
+        logging.config.dictConfig(json_log_config())
     url = _migrate_database(settings)
-    print(f"omniforge: database {url} is at the latest schema", file=sys.stderr)
-    uvicorn.run(
+    if settings.log_format == "json":
+        logging.getLogger("app.cli").info("database %s is at the latest schema", url)
+    else:
+        print(f"omniforge: database {url} is at the latest schema", file=sys.stderr)
+    serve(
         create_app(settings),
         host=args.host,
         port=args.port,
-        timeout_graceful_shutdown=max(1, int(settings.shutdown_grace_s)),
-        log_level="info",
+        metrics_port=settings.metrics_port,
+        grace_s=settings.shutdown_grace_s,
     )
     return EXIT_OK
 

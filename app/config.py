@@ -16,6 +16,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 MIN_JWT_SECRET_BYTES = 32
 SECRETS_KEY_BYTES = 32
+# The longest retention a tenant or the platform may set: ten years.
+MAX_RETENTION_DAYS = 3650
 _DEV_SECRET_FILE = "jwt-secret"
 _DEV_SECRETS_KEY_FILE = "secrets-key"
 
@@ -174,6 +176,14 @@ class Settings(BaseSettings):
         description="On shutdown, how long runs get to reach a step boundary (a call that must "
         "not be made twice finishes) before they are handed to another server.",
     )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="A second port `omniforge serve` listens on (same host) for `/metrics` "
+        "alone: the API's port then answers `/metrics` with 404, so a scraper reaches it on a "
+        "port that is never published (none: `/metrics` on the API's port, no token).",
+    )
     max_concurrent_runs: int = Field(
         default=1000,
         ge=1,
@@ -207,6 +217,46 @@ class Settings(BaseSettings):
         le=30 * 86_400,
         description="How long a tool call waits for a human's approval before it is denied "
         "on its own, unless its agent's or tenant's rules set `timeout_s`.",
+    )
+    idempotency_key_ttl_s: float = Field(
+        default=86_400.0,
+        ge=60,
+        le=30 * 86_400,
+        description="How long a task submission's `Idempotency-Key` answers with the task it "
+        "made; after that the key may be used again.",
+    )
+    scheduler: bool = Field(
+        default=True,
+        description="Fire the tenants' schedules from this process. Every instance may: each "
+        "firing is claimed by exactly one of them.",
+    )
+    retention_days: int = Field(
+        default=90,
+        ge=1,
+        le=MAX_RETENTION_DAYS,
+        description="How long a finished task (its chain, steps, events and costs), a "
+        "conversation after its last activity, and an uploaded file are kept, for tenants "
+        "that set no `retention_days` of their own. The daily usage roll-up is kept anyway.",
+    )
+    audit_retention_days: int = Field(
+        default=400,
+        ge=1,
+        le=MAX_RETENTION_DAYS,
+        description="How long audit events are kept, for tenants that set no "
+        "`audit_retention_days` of their own.",
+    )
+    purge_interval_s: float = Field(
+        default=86_400.0,
+        ge=0,
+        description="How often this process runs the retention purge (one instance at a time "
+        "across the cluster; the first run comes within an hour of start-up); 0: never.",
+    )
+    purge_batch_size: int = Field(
+        default=200,
+        ge=1,
+        le=10_000,
+        description="Tasks, conversations, files or audit events the purge deletes per "
+        "transaction: short transactions that never hold up the runs' writes for long.",
     )
 
     models_file: Path | None = Field(
@@ -309,6 +359,52 @@ class Settings(BaseSettings):
     )
     mcp_timeout_s: float = Field(
         default=30.0, gt=0, description="One call to an MCP server's tool, or its discovery."
+    )
+    webhook_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="One webhook delivery attempt, connecting included; a receiver that has "
+        "not answered by then failed the attempt.",
+    )
+    webhook_retry_initial_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="The wait before a failed webhook delivery's first retry; each further "
+        "retry waits twice as long (up to `webhook_retry_max_s`), give or take 20 %.",
+    )
+    webhook_retry_max_s: float = Field(
+        default=3600.0, gt=0, description="The longest wait between two webhook attempts."
+    )
+    webhook_retry_for_s: float = Field(
+        default=86_400.0,
+        gt=0,
+        description="How long a webhook delivery is retried after it was stored (or "
+        "redelivered by hand); an attempt failing after that marks it `failed`.",
+    )
+    webhook_concurrency: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description="Webhook deliveries this process sends at once.",
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text",
+        description="`json`: `omniforge serve` writes one JSON object per line (uvicorn's lines "
+        "included) with the request id, tenant, task and chain ids where known.",
+    )
+    # The standard OpenTelemetry variables, not OMNIFORGE_ ones: collectors and operators
+    # already set these (an alias is read without the prefix).
+    otel_exporter_otlp_endpoint: str | None = Field(
+        default=None,
+        validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT",
+        description="OTLP/HTTP base URL (e.g. http://collector:4318): each run's trace is "
+        "exported to its `/v1/traces`. Unset: no tracing at all.",
+    )
+    otel_service_name: str = Field(
+        default="omniforge",
+        validation_alias="OTEL_SERVICE_NAME",
+        description="`service.name` of the exported traces.",
     )
 
     @field_validator("network_allow", "tool_modules", "cors_origins", mode="before")

@@ -1,5 +1,6 @@
-# Sourced by scripts/run, scripts/test and scripts/bench: creates or updates the project's virtualenv.
-# Usage: ensure_venv [extras]   e.g. ensure_venv test
+# Sourced by scripts/run, scripts/test, scripts/bench and scripts/lock: creates the project's
+# virtualenv or brings it in line with the lock files (requirements/*.lock, made by scripts/lock).
+# Usage: ensure_venv [test]   the runtime lock, or the test lock (runtime + test extras)
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${OMNIFORGE_VENV:-$ROOT/.venv}"
 
@@ -17,28 +18,48 @@ pick_python() {
     return 1
 }
 
+# What the virtualenv is stamped with: the lock and pyproject.toml (its entry points and the
+# project itself are installed from it), so a change to either syncs it again.
+lock_digest() {
+    cat "$ROOT/requirements/$1.lock" "$ROOT/pyproject.toml" | sha256sum | cut -c1-16
+}
+
 ensure_venv() {
-    local extras="${1:-}" spec="$ROOT" python stamp
-    [ -n "$extras" ] && spec="$ROOT[$extras]"
+    local extras="${1:-}" python lock stamp unlocked
+    case "$extras" in
+        "" | test) ;;
+        *) echo "ensure_venv: no lock for extras '$extras' (none, or test)" >&2; return 1 ;;
+    esac
     if [ ! -x "$VENV/bin/python" ]; then
         python="$(pick_python)" || return 1
         echo "==> creating virtualenv in $VENV with $python" >&2
         "$python" -m venv "$VENV"
-        "$VENV/bin/python" -m pip install --quiet --upgrade pip >&2
     fi
-    # Reinstall only when the project's dependency list changed since the last install; an
-    # install with extras also satisfies a plain one.
-    local digest
-    digest="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
-    stamp="$VENV/.omniforge-$digest-${extras:-base}"
-    if [ -z "$extras" ] && compgen -G "$VENV/.omniforge-$digest-*" >/dev/null; then
-        stamp="$(compgen -G "$VENV/.omniforge-$digest-*" | head -n 1)"
+    # A virtualenv that has had the test extras keeps them: the test lock pins the runtime's
+    # dependencies at the same versions, so it serves scripts/run as well.
+    if [ -z "$extras" ] && compgen -G "$VENV/.omniforge-*-test" >/dev/null; then
+        extras=test
     fi
-    if [ ! -f "$stamp" ]; then
-        echo "==> installing OmniForge${extras:+ with [$extras]} into $VENV" >&2
-        "$VENV/bin/python" -m pip install --quiet --editable "$spec" >&2
-        rm -f "$VENV"/.omniforge-*
-        touch "$stamp"
+    lock="${extras:-runtime}"
+    stamp="$VENV/.omniforge-$(lock_digest "$lock")-${extras:-base}"
+    [ -f "$stamp" ] && { export PATH="$VENV/bin:$PATH"; return 0; }
+
+    echo "==> syncing $VENV with requirements/$lock.lock" >&2
+    # Every file checked against the lock's hashes; --no-deps: the lock is complete, so nothing
+    # outside it comes in, whatever a package's metadata asks for.
+    "$VENV/bin/python" -m pip install --quiet --require-hashes --no-deps \
+        --requirement "$ROOT/requirements/$lock.lock" >&2 || return 1
+    # What an earlier lock brought and this one no longer lists goes (editables stay: the
+    # project, its client and the example plugin).
+    unlocked="$("$VENV/bin/python" "$ROOT/scripts/_unlocked.py" "$ROOT/requirements/$lock.lock")" \
+        || return 1
+    if [ -n "$unlocked" ]; then
+        echo "==> removing what requirements/$lock.lock no longer lists: ${unlocked//$'\n'/ }" >&2
+        # shellcheck disable=SC2086 # one distribution name per word
+        "$VENV/bin/python" -m pip uninstall --quiet --yes $unlocked >&2 || return 1
     fi
+    "$VENV/bin/python" -m pip install --quiet --no-deps --editable "$ROOT" >&2 || return 1
+    rm -f "$VENV"/.omniforge-*
+    touch "$stamp"
     export PATH="$VENV/bin:$PATH"
 }

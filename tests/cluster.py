@@ -67,7 +67,8 @@ class Instance:
             self.output.append(line)
             if not line:
                 raise AssertionError(f"{self.name} exited before it started:\n{self.log}")
-            if "Application startup complete" in line:
+            # Logged once its socket listens (startup completes before the bind).
+            if "Uvicorn running on" in line:
                 break
         self._drain = asyncio.create_task(self._read_output())
 

@@ -1,6 +1,7 @@
 """The service under test: the real app on a real uvicorn on 127.0.0.1, its database built by
 the migrations, its models served by the fake LLM server."""
 
+import base64
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,6 +23,9 @@ from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer
 
 JWT_SECRET = "test-secret-" + "x" * 40
+# One key for every service of a run, as instances of one deployment share theirs: any of them
+# opens what another sealed (webhook secrets a delivery is signed with, tenant secrets).
+SECRETS_KEY = base64.b64encode(b"k" * 32).decode()
 MODEL = "fake-model"
 # Prices (USD per token) of MODEL, as the model list states them.
 INPUT_PRICE = "0.000001"
@@ -48,6 +52,7 @@ def service_settings(
         "data_dir": directory,
         "database_url": database_url,
         "jwt_secret": JWT_SECRET,
+        "secrets_key": SECRETS_KEY,
         "models_file": models,
         "default_model": MODEL,
         "llm_max_attempts": 1,

@@ -161,7 +161,7 @@ class CoTAgent(ABC):
             task,
             engine,
             events,
-            resumed=chain.replaying,
+            resumed=chain.resuming,
             idempotent=registry.idempotent,
             decided=decided,
         )
@@ -449,7 +449,12 @@ class AgentRun:
         except ApprovalPending as waiting:
             self._suspend(waiting)
         except ChainDiverged as exc:
-            self._finish(ChainStatus.FAILED, ErrorCode.INTERRUPTED, f"it cannot be resumed: {exc}")
+            if self.chain.replays_recording:
+                self._finish(ChainStatus.FAILED, ErrorCode.REPLAY_DIVERGED, f"it {exc}")
+            else:
+                self._finish(
+                    ChainStatus.FAILED, ErrorCode.INTERRUPTED, f"it cannot be resumed: {exc}"
+                )
         except asyncio.CancelledError:
             if self._events.closed:
                 return  # released
@@ -466,6 +471,11 @@ class AgentRun:
                 ChainStatus.FAILED, ErrorCode.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}"
             )
         else:
+            unreplayed = self.chain.unreplayed()
+            if unreplayed is not None:
+                message = f"it diverged: {unreplayed.describe()}"
+                self._finish(ChainStatus.FAILED, ErrorCode.REPLAY_DIVERGED, message)
+                return
             answer = _conclusion(self.chain)
             # An answer given because a limit stopped the run (`on_limit: answer`).
             stopped = answer is not None and answer.stop_reason is not None

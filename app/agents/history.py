@@ -98,7 +98,9 @@ def observation_text(result: Mapping[str, Any]) -> str:
     if not result.get("success"):
         return f"Error ({result.get('error_code')}): {result.get('error')}"
     value = result.get("result")
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    )
 
 
 def as_text_history(history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -143,7 +145,7 @@ def _assistant_calls(content: str | None, calls: Sequence[Mapping[str, Any]]) ->
 
 def _arguments(arguments: Any) -> str:
     # As the ReAct agent sends them, so that a rebuilt history is what the model saw.
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, sort_keys=True)
 
 
 def _close(

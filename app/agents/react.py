@@ -395,7 +395,11 @@ def observation(result: ToolResult, *, sees_images: bool = False) -> str:
     if not info.success:
         return f"Error ({info.error_code}): {info.error}"
     value = info.result
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    # Keys sorted: a result read back from the store (Postgres reorders JSON keys) tells the
+    # model the same text, so a resumed run or a replay sends the requests the first run did.
+    text = (
+        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    )
     if result.images:
         text = f"{text}\n{IMAGE_FOLLOWS if sees_images else IMAGE_NOT_SHOWN}"
     return text
@@ -449,4 +453,4 @@ def _coerce(
 
 
 def _json(arguments: dict[str, Any] | str) -> str:
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return arguments if isinstance(arguments, str) else json.dumps(arguments, sort_keys=True)

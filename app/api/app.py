@@ -1,5 +1,6 @@
 """The app factory and its lifespan: every resource is built at start-up, none at import."""
 
+import asyncio
 import functools
 import gc
 import logging
@@ -7,6 +8,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from opentelemetry.sdk.trace.export import SpanExporter
 
 from app.agents import AgentRuntime, RuntimeSettings
 from app.api import health, metrics
@@ -20,6 +22,7 @@ from app.api.conversations.router import router as conversations_router
 from app.api.cors import ListedOrigins
 from app.api.costs.router import router as costs_router
 from app.api.docs import install_docs
+from app.api.erasure.router import router as erasure_router
 from app.api.errors import install_error_handlers
 from app.api.files.router import router as files_router
 from app.api.inputs import BodyLimit
@@ -29,6 +32,9 @@ from app.api.models.router import router as models_router
 from app.api.openai_compat.errors import OpenAIErrorBodies
 from app.api.openai_compat.router import router as openai_router
 from app.api.openapi import install_openapi
+from app.api.request_ids import RequestIds
+from app.api.schedules.firing import fire_schedule
+from app.api.schedules.router import router as schedules_router
 from app.api.secrets.router import router as secrets_router
 from app.api.state import AppState
 from app.api.tasks.router import router as tasks_router
@@ -36,22 +42,30 @@ from app.api.tasks.service import load_run
 from app.api.tasks.tickets import router as stream_tickets_router
 from app.api.tenants.router import router as tenants_router
 from app.api.tools.router import router as tools_router
+from app.api.webhooks.router import router as webhooks_router
 from app.config import Settings
 from app.governance.api_keys import ApiKeys
+from app.governance.deletions import DeletedRows
+from app.governance.erasure import Erasure
 from app.governance.limits import make_limit_store
+from app.governance.retention import Purge, RetentionDefaults
 from app.governance.tenants import TenantDirectory, ensure_default_tenant
+from app.observability.tracing import RunTracer
 from app.resources.files import FileLibrary
 from app.resources.mcp import McpServers
+from app.resources.scheduler import Scheduler
 from app.resources.secrets import SecretVault
 from app.resources.todos import TodoLists
 from app.resources.toolbox import Toolbox, process_tools
+from app.resources.webhooks import Webhooks
 from app.runs import RunManager
 from app.security import TokenVerifier
 from app.security.log_masking import install_log_masking
 from app.security.stream_tickets import StreamTickets, install_ticket_masking
 from app.storage import Database, current_revision, head_revision
-from app.storage.notify import notices_for
+from app.storage.notify import SCHEDULES, notices_for
 from app.storage.run_log import RunLog
+from app.storage.schedules import ScheduleStore
 from app.tools.base import BaseTool
 from app.tools.services import NetworkPolicy
 
@@ -67,6 +81,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     database = Database(settings.resolved_database_url(), pool_size=settings.database_pool_size)
     tenants = TenantDirectory(database, ttl_s=settings.tenant_cache_s)
     limits = make_limit_store(settings.redis_url)
+    # None unless OTEL_EXPORTER_OTLP_ENDPOINT is set: runs then record no spans at all.
+    tracer = RunTracer.from_settings(settings, exporter=app.state.span_exporter)
     try:
         run_log = RunLog(database, notices_for(database))
         runs = RunManager(
@@ -79,6 +95,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             resume=settings.resume,
             max_resumes=settings.max_resumes,
             approval_timeout_s=settings.approval_timeout_s,
+            tracer=tracer,
         )
         # A plugin that cannot be loaded stops the start here, named.
         tools = process_tools(settings, app.state.extra_tools)
@@ -110,6 +127,22 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             todos=TodoLists(database),
             mcp=mcp,
         )
+        webhooks = Webhooks.build(
+            database,
+            run_log.notices,
+            settings,
+            keys=vault.keys,
+            masker=vault.masker,
+            network=network,
+        )
+        deleted_rows = DeletedRows(runs.metrics.registry)
+        purge = Purge(
+            database,
+            defaults=RetentionDefaults(settings.retention_days, settings.audit_retention_days),
+            batch_size=settings.purge_batch_size,
+            file_store=None if toolbox.files is None else toolbox.files.store,
+            deleted_rows=deleted_rows,
+        )
         state = AppState(
             settings=settings,
             database=database,
@@ -121,30 +154,53 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             toolbox=toolbox,
             stream_tickets=StreamTickets.from_settings(settings),
             api_keys=ApiKeys(database, ttl_s=settings.api_key_cache_s),
+            webhooks=webhooks,
+            purge=purge,
+            erasure=Erasure(database, deleted_rows),
         )
         app.state.omniforge = state
         # Runs accepted by another instance, or before a restart, are rebuilt from the store.
         runs.use_loader(functools.partial(load_run, state))
+        scheduler = Scheduler(ScheduleStore(database), functools.partial(fire_schedule, state))
+        run_log.notices.listen(SCHEDULES, scheduler.changed)
+        run_log.notices.on_reconnect.append(scheduler.changed)
         if current:
             if settings.env == "development":
                 await ensure_default_tenant(database)
             await runs.start()
+            # After the runs: their notices' connection is up.
+            await webhooks.dispatcher.start()
+            purge.start(settings.purge_interval_s)
+            if settings.scheduler:
+                scheduler.start()
         try:
             yield
         finally:
+            await scheduler.stop()
+            await purge.stop()
             await runs.stop(settings.shutdown_grace_s)
+            # Sends under way are cut: their claims lapse and they are sent again.
+            await webhooks.dispatcher.aclose()
             await mcp.aclose()
             stop_masking()
             stop_ticket_masking()
     finally:
         await verifier.aclose()
         await limits.aclose()
+        if tracer is not None:  # exports the spans still queued (blocking HTTP)
+            await asyncio.to_thread(tracer.shutdown)
         await database.dispose()
 
 
-def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = ()) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    tools: Sequence[BaseTool] = (),
+    span_exporter: SpanExporter | None = None,
+) -> FastAPI:
     """The OmniForge service. `uvicorn --factory app.api:create_app` or `omniforge serve`.
-    `tools` are registered besides the built-in ones."""
+    `tools` are registered besides the built-in ones; runs' spans go to `span_exporter` when
+    given (else by OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set)."""
     app = FastAPI(
         title="OmniForge",
         version=API_VERSION,
@@ -157,6 +213,7 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     )
     app.state.settings = settings or Settings()
     app.state.extra_tools = list(tools)
+    app.state.span_exporter = span_exporter
     install_error_handlers(app)
     install_openapi(app)
     app.add_middleware(BearerAuthentication)
@@ -167,6 +224,8 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     if app.state.settings.cors_origins:
         # Outside even the body limit: a preflight is answered before anything else.
         app.add_middleware(ListedOrigins, origins=app.state.settings.cors_origins)
+    # Outermost of all: every response names its request, and so does every log line.
+    app.add_middleware(RequestIds)
     install_docs(app)
     app.include_router(console_router)
     app.include_router(me_router)
@@ -182,9 +241,12 @@ def create_app(settings: Settings | None = None, *, tools: Sequence[BaseTool] = 
     app.include_router(tools_router)
     app.include_router(models_router)
     app.include_router(costs_router)
+    app.include_router(erasure_router)
     app.include_router(files_router)
     app.include_router(secrets_router)
     app.include_router(mcp_servers_router)
+    app.include_router(schedules_router)
+    app.include_router(webhooks_router)
     app.include_router(openai_router)
     app.include_router(api_keys_router)
     return app

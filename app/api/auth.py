@@ -11,6 +11,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from app.api.errors import error_response
 from app.api.state import AppState
 from app.governance.api_keys import KeyGrant
+from app.observability.log_context import tenant_logged_as
 from app.runs.errors import TenantRefused
 from app.security import AuthenticationFailed, Principal
 from app.security.api_keys import is_api_key
@@ -59,7 +60,8 @@ class BearerAuthentication:
         request_state[PRINCIPAL_KEY] = principal
         request_state[TENANT_KEY] = tenant
         request_state[API_KEY_KEY] = grant
-        await self.app(scope, receive, send)
+        with tenant_logged_as(principal.tenant_id):
+            await self.app(scope, receive, send)
 
     @staticmethod
     async def _authenticate(state: AppState, scope: Scope) -> Principal | KeyGrant:

@@ -24,6 +24,7 @@ from app.runs.errors import (
 )
 from app.security import AuthenticationFailed
 from app.storage.agents import AgentExists
+from app.storage.erasure import TaskUnfinished
 from app.storage.errors import is_transient
 from app.storage.pagination import InvalidCursor
 from app.storage.run_log import ConversationBusy
@@ -55,6 +56,7 @@ TENANT_EXISTS = ProblemType("tenant-exists", "Tenant already exists", 409)
 NOT_FOUND = ProblemType("not-found", "Not found", 404)
 METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", "Method not allowed", 405)
 TASK_FINISHED = ProblemType("task-finished", "Task already finished", 409)
+TASK_UNFINISHED = ProblemType("task-unfinished", "Task not finished yet", 409)
 AGENT_EXISTS = ProblemType("agent-exists", "Agent already exists", 409)
 AGENT_ARCHIVED = ProblemType("agent-archived", "Agent archived", 409)
 AGENT_BUILTIN = ProblemType("agent-builtin", "Built-in agent", 409)
@@ -64,6 +66,9 @@ APPROVAL_DECIDED = ProblemType("approval-decided", "Approval already decided", 4
 PAYLOAD_TOO_LARGE = ProblemType("payload-too-large", "Request body too large", 413)
 VALIDATION = ProblemType("validation-error", "Invalid request", 422)
 MODEL_NOT_APPROVED = ProblemType("model-not-approved", "Model not approved", 422)
+IDEMPOTENCY_KEY_REUSED = ProblemType(
+    "idempotency-key-reused", "Idempotency key used with another request", 422
+)
 RATE_LIMITED = ProblemType("rate-limited", "Rate limit reached", 429)
 INTERNAL = ProblemType("internal-error", "Internal server error", 500)
 UNAVAILABLE = ProblemType("service-unavailable", "Service unavailable", 503)
@@ -185,6 +190,8 @@ def _as_api_error(exc: Exception) -> ApiError | None:
             )
         case TaskAlreadyFinished():
             return ApiError(TASK_FINISHED, str(exc))
+        case TaskUnfinished():
+            return ApiError(TASK_UNFINISHED, str(exc))
         case AgentArchived():
             return ApiError(AGENT_ARCHIVED, str(exc), extra={"agent": exc.name})
         case AgentExists():
@@ -329,6 +336,7 @@ def install_error_handlers(app: FastAPI) -> None:
         TenantRefused,
         TenantExists,
         TaskAlreadyFinished,
+        TaskUnfinished,
         InvalidSubmission,
         InvalidCursor,
         RateLimited,

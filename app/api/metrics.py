@@ -1,5 +1,5 @@
 """`GET /metrics`: Prometheus text format; no token, like the health routes (expose it to
-your scraper only)."""
+your scraper only: with `OMNIFORGE_METRICS_PORT` it is served on that port alone)."""
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -10,7 +10,9 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.api.deps import State
+from app.api.errors import problems
 from app.api.inputs import CheckedRoute
+from app.api.listeners import refuse_off_metrics_port
 from app.observability.loop_lag import LoopLag
 
 
@@ -40,7 +42,9 @@ router = APIRouter(tags=["health"], route_class=CheckedRoute, lifespan=_sample_l
     "/metrics",
     summary="Prometheus metrics of this process",
     response_class=Response,
-    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}},
+    # With OMNIFORGE_METRICS_PORT, only there (404 on the API's port).
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {}}}, **problems(404)},
+    dependencies=[Depends(refuse_off_metrics_port)],
 )
 async def metrics(state: State, loop_lag: LoopLagSampler) -> Response:
     """Spend, tokens, LLM and tool calls, rate-limit refusals and budget stops by tenant (and

@@ -9,6 +9,8 @@ from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from app.observability.json_logs import uvicorn_log_config
+
 
 class ServerDidNotStart(RuntimeError):
     """uvicorn ended before serving (its log says why)."""
@@ -42,6 +44,7 @@ async def serve_locally(
         uvicorn.Config(
             app,
             log_level="warning",
+            log_config=uvicorn_log_config(app.state.settings.log_format),
             lifespan="on",
             timeout_graceful_shutdown=graceful_shutdown_s,
             backlog=backlog,

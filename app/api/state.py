@@ -5,8 +5,11 @@ from dataclasses import dataclass
 from app.agents import AgentRuntime
 from app.config import Settings
 from app.governance.api_keys import ApiKeys
+from app.governance.erasure import Erasure
+from app.governance.retention import Purge
 from app.governance.tenants import TenantDirectory
 from app.resources.toolbox import Toolbox
+from app.resources.webhooks import Webhooks
 from app.runs import RunManager
 from app.security import TokenVerifier
 from app.security.stream_tickets import StreamTickets
@@ -28,3 +31,10 @@ class AppState:
     # Credentials that open one task's stream (a browser's EventSource).
     stream_tickets: StreamTickets
     api_keys: ApiKeys
+    # Tenants' webhook endpoints, their subscriptions and the outbox's dispatcher (None only
+    # in states built without them).
+    webhooks: Webhooks | None = None
+    # The retention purge (its timer runs from the lifespan; tests call `run()`), and erasures
+    # of tasks and conversations (None only in states built without them).
+    purge: Purge | None = None
+    erasure: Erasure | None = None

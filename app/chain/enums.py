@@ -115,3 +115,6 @@ class ErrorCode(StrEnum):
     OUTCOME_UNKNOWN = "outcome_unknown"
     # A reviewer denied the call (or nobody decided in time): it was not made.
     APPROVAL_DENIED = "approval_denied"
+    # A replay did not reproduce its recording, or a fork's agent did not repeat the steps
+    # it was to take as recorded (the task's `replay_report` says where).
+    REPLAY_DIVERGED = "replay_diverged"

@@ -3,7 +3,7 @@
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Literal, Self
+from typing import Any, Literal, NoReturn, Self
 from uuid import UUID, uuid4
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -11,6 +11,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, m
 from app.chain.budget import Budget, RemainingBudget, Usage, remaining
 from app.chain.enums import ChainStatus, ErrorCode, StepType, ToolType, VisibilityLevel
 from app.chain.money import USD
+from app.chain.replay import ReplayMatch, ReplayReport, StepDifference, ended, step_difference
 
 
 def utc_now() -> datetime:
@@ -133,6 +134,14 @@ class ReasoningStep(_Model):
     synthesis: SynthesisInfo | None = None
     visibility: VisibilityConfig = Field(default_factory=VisibilityConfig)
     parent_step_id: UUID | None = None
+    copied_from: UUID | None = Field(
+        default=None,
+        # Absent from the steps of runs that copy nothing (nearly all).
+        exclude_if=lambda value: value is None,
+        description="The step of another chain this one repeats (a replay's steps, a fork's "
+        "steps up to where it forks): no call was made for it, nothing was billed, and it "
+        "does not count in this chain's usage.",
+    )
 
     @model_validator(mode="after")
     def _payload_matches_type(self) -> Self:
@@ -166,6 +175,8 @@ class ChainMetrics(_Model):
 
     def record(self, step: ReasoningStep) -> None:
         self.total_steps += 1
+        if step.copied_from is not None:
+            return  # a recorded step of another chain: nothing was used for it here
         if step.tool_call is not None:
             self.tool_calls += 1
             if step.tool_call.tool_type is ToolType.LLM:
@@ -209,28 +220,68 @@ class ReasoningChain(_Model):
     error_message: str | None = None
     # The task's hard limits; the metrics then carry what remains of them.
     budget: Budget | None = None
+    # Set when a run that replays a recording (`replay(..., then_live=False)`) ends.
+    replay_report: ReplayReport | None = None
 
     _listeners: list[StepListener] = PrivateAttr(default_factory=list)
-    # The stored steps a resumed run replays (see `replay`).
+    # The steps a run replays (see `replay`): the first `_stored` of them are this chain's own.
     _journal: list["ReasoningStep"] = PrivateAttr(default_factory=list)
     _results: dict[UUID, "ReasoningStep"] = PrivateAttr(default_factory=dict)
+    _stored: int = PrivateAttr(default=0)
+    _match: ReplayMatch = PrivateAttr(default=ReplayMatch.ACTIONS)
+    _then_live: bool = PrivateAttr(default=True)
+    _divergence: StepDifference | None = PrivateAttr(default=None)
 
-    def replay(self, steps: list["ReasoningStep"]) -> None:
-        """Makes this (empty) chain replay `steps`, the stored steps of an earlier run of the
-        same task: the steps the agent adds are matched against them in order and, where they
-        match, the stored step takes their place (same id, numbers and results) without
-        reaching the listeners, since it is stored and streamed already. A step that does not
-        match raises `ChainDiverged`. Past the last stored step the chain is live again."""
+    def replay(
+        self,
+        steps: list["ReasoningStep"],
+        *,
+        stored: int | None = None,
+        match: ReplayMatch = ReplayMatch.ACTIONS,
+        then_live: bool = True,
+    ) -> None:
+        """Makes this (empty) chain replay `steps`: the steps the agent adds are matched
+        against them in order and, where they match (as `match` says), the recorded step takes
+        their place (same id, numbers and results); a step that does not match raises
+        `ChainDiverged`. The first `stored` of them (default: all) are this chain's own stored
+        steps, from an earlier run of the same task: they do not reach the listeners, since
+        they are stored and streamed already. The others are another chain's, copied: they
+        reach the listeners as new steps of this one. Past the last step the chain is live
+        again, or with `then_live=False` (a replay, which makes no call) diverges."""
         if self.steps:
             raise ValueError("only an empty chain replays")
         self._journal = list(steps)
         self._results = {
             step.tool_result.correlation_id: step for step in steps if step.tool_result is not None
         }
+        self._stored = len(steps) if stored is None else stored
+        self._match = match
+        self._then_live = then_live
 
     @property
     def replaying(self) -> bool:
         return len(self.steps) < len(self._journal)
+
+    @property
+    def resuming(self) -> bool:
+        """Whether a run goes on from this chain's own stored steps (an earlier run's)."""
+        return self.replaying and self._stored > 0
+
+    @property
+    def replays_recording(self) -> bool:
+        """Whether it replays another chain's steps (a replay or a fork), not only its own."""
+        return self._stored < len(self._journal)
+
+    @property
+    def makes_calls(self) -> bool:
+        """False for a replay: every result comes from its recording."""
+        return self._then_live
+
+    def unreplayed(self) -> StepDifference | None:
+        """When a run that replays another chain's steps ends before them all: where."""
+        if not (self.replays_recording and self.replaying):
+            return None
+        return ended(len(self.steps) + 1, self._journal[len(self.steps)], None)
 
     def recorded_result(self, call: "ReasoningStep") -> "ReasoningStep | None":
         """The stored result step of a replayed call step, if its result was stored."""
@@ -249,6 +300,8 @@ class ReasoningChain(_Model):
             raise ValueError(f"chain {self.id} is {self.status}; it takes no more steps")
         if self.replaying:
             return self._replayed(step)
+        if not self._then_live:
+            self._diverged(ended(len(self.steps) + 1, None, step))
         step.step_number = len(self.steps) + 1
         self.steps.append(step)
         self.metrics.record(step)
@@ -259,14 +312,28 @@ class ReasoningChain(_Model):
         return step
 
     def _replayed(self, step: ReasoningStep) -> ReasoningStep:
-        recorded = self._journal[len(self.steps)]
-        if not _same_step(step, recorded):
-            raise ChainDiverged(recorded, step)
+        index = len(self.steps)
+        recorded = self._journal[index]
+        difference = step_difference(step, recorded, self._match)
+        if difference is not None:
+            self._diverged(difference)
+        copied = index >= self._stored
+        if copied:
+            # Another chain's step, new here: it happens now (a replayed result is added as
+            # the recorded step itself).
+            recorded.timestamp = utc_now() if step is recorded else step.timestamp
         self.steps.append(recorded)
         self.metrics.record(recorded)
         if self.budget is not None:
             self.metrics.remaining_budget = remaining(self.budget, self.usage())
+        if copied:
+            for listener in self._listeners:
+                listener(recorded)
         return recorded
+
+    def _diverged(self, difference: StepDifference) -> NoReturn:
+        self._divergence = difference
+        raise ChainDiverged(difference, resumed=not self.replays_recording)
 
     def usage(self) -> Usage:
         """What the chain has used so far, in the units of budgets."""
@@ -291,6 +358,17 @@ class ReasoningChain(_Model):
         self.error_code = error_code
         self.error_message = error_message
         self.completed_at = utc_now()
+        if not self._then_live:
+            divergence = self._divergence or self.unreplayed()
+            self.replay_report = ReplayReport(
+                reproduced=divergence is None,
+                match=self._match,
+                recorded_steps=len(self._journal),
+                matched_steps=len(self._journal)
+                if divergence is None
+                else divergence.step_number - 1,
+                divergence=divergence,
+            )
 
     def llm_messages(self, step: ReasoningStep) -> list[dict[str, Any]]:
         """The full conversation an LLM tool_call step sent, its history references expanded."""
@@ -314,36 +392,11 @@ class ReasoningChain(_Model):
 
 
 class ChainDiverged(Exception):
-    """A resumed run did not do what its stored chain says it did: it cannot go on from it."""
+    """A run did not do what the chain it replays says was done: a resumed run cannot go on
+    from its stored steps, a replay did not reproduce its recording."""
 
-    def __init__(self, recorded: ReasoningStep, step: ReasoningStep) -> None:
-        super().__init__(
-            f"the resumed run did not repeat step {recorded.step_number}: it was "
-            f"{_describe(recorded)}, the run now made {_describe(step)}"
-        )
-        self.step_number = recorded.step_number
-
-
-def _describe(step: ReasoningStep) -> str:
-    if step.tool_call is not None:
-        return f"a call of {step.tool_call.tool_name!r}"
-    return f"a {step.type} step"
-
-
-def _same_step(step: ReasoningStep, recorded: ReasoningStep) -> bool:
-    """Whether a step of a resumed run is the stored one again: its kind and what it says
-    (an LLM call's arguments are recorded compacted, so its tool alone is compared)."""
-    if step.type != recorded.type:
-        return False
-    if step.tool_call is not None and recorded.tool_call is not None:
-        call, stored = step.tool_call, recorded.tool_call
-        if call.tool_name != stored.tool_name:
-            return False
-        return call.tool_type is ToolType.LLM or call.arguments == stored.arguments
-    if step.tool_result is not None and recorded.tool_result is not None:
-        return step.tool_result.correlation_id == recorded.tool_result.correlation_id
-    if step.thinking is not None and recorded.thinking is not None:
-        return step.thinking.thought == recorded.thinking.thought
-    if step.synthesis is not None and recorded.synthesis is not None:
-        return step.synthesis.conclusion == recorded.synthesis.conclusion
-    return False
+    def __init__(self, difference: StepDifference, *, resumed: bool) -> None:
+        what = "the resumed run did not repeat its stored steps" if resumed else "diverged"
+        super().__init__(f"{what}: {difference.describe()}")
+        self.difference = difference
+        self.step_number = difference.step_number

@@ -23,6 +23,11 @@ class AuditAction(StrEnum):
     MCP_SERVER_CREATE = "mcp_server.create"
     MCP_SERVER_UPDATE = "mcp_server.update"
     MCP_SERVER_DELETE = "mcp_server.delete"
+    WEBHOOK_CREATE = "webhook.create"
+    WEBHOOK_UPDATE = "webhook.update"
+    WEBHOOK_DELETE = "webhook.delete"
+    WEBHOOK_ROTATE = "webhook.rotate_secret"
+    WEBHOOK_REDELIVER = "webhook.redeliver"
     FILE_UPLOAD = "file.upload"
     FILE_DELETE = "file.delete"
     SECRET_PUT = "secret.put"
@@ -33,6 +38,15 @@ class AuditAction(StrEnum):
     APPROVAL_DECIDE = "approval.decide"
     # Nobody decided in time: denied by the service.
     APPROVAL_EXPIRE = "approval.expire"
+    SCHEDULE_CREATE = "schedule.create"
+    SCHEDULE_UPDATE = "schedule.update"
+    SCHEDULE_DELETE = "schedule.delete"
+    RETENTION_UPDATE = "tenant.retention.update"
+    # What the retention purge deleted of a tenant in one run (counts, no content).
+    RETENTION_PURGE = "retention.purge"
+    # A task or conversation erased at a caller's request: who, which ids, no content.
+    TASK_ERASE = "task.erase"
+    CONVERSATION_ERASE = "conversation.erase"
 
 
 def audit_row(

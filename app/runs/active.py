@@ -10,6 +10,8 @@ from uuid import UUID
 
 from app.agents import AgentRun
 from app.chain import DoneEvent, ErrorCode, ReasoningChain
+from app.observability.tracing import RunTracer
+from app.resources.webhooks.subscriptions import RunWebhooks
 from app.runs.audit import ToolAuditor
 from app.runs.channel import RunChannel
 from app.runs.live import LiveRun, output_to
@@ -39,6 +41,7 @@ class ActiveRuns:
         *,
         me: str,
         ended: Callable[[], None],
+        tracer: RunTracer | None = None,
     ) -> None:
         self._log = log
         self._writer = writer
@@ -46,6 +49,7 @@ class ActiveRuns:
         self._waiters = waiters
         self._me = me
         self._ended = ended
+        self._tracer = tracer
         self._runs: dict[UUID, LiveRun] = {}
         self._sensitive_fields: frozenset[str] = frozenset()
         self._audit_levels: dict[str, str] = {}
@@ -109,6 +113,7 @@ class ActiveRuns:
         *,
         actor: str,
         sensitive_fields: frozenset[str],
+        webhooks: RunWebhooks | None = None,
     ) -> LiveRun:
         """Records a just-started run's events as they come (nothing awaits between its start
         and this, so none is missed)."""
@@ -123,7 +128,20 @@ class ActiveRuns:
             ),
             audit_levels=self._audit_levels,
         )
-        recorder = RunRecorder(task.id, task.tenant_id, chain, auditor, last_seq=task.last_seq)
+        trace = (
+            None
+            if self._tracer is None
+            else self._tracer.trace(task.id, task.tenant_id, chain.id, chain.agent_id)
+        )
+        recorder = RunRecorder(
+            task.id,
+            task.tenant_id,
+            chain,
+            auditor,
+            last_seq=task.last_seq,
+            trace=trace,
+            webhooks=webhooks,
+        )
         labels = RunLabels(task.tenant_id, run.task.model or "")
         channel = RunChannel(first_seq=task.last_seq + 1)
         live = LiveRun(task.id, run, recorder, labels, channel=channel)
@@ -157,6 +175,8 @@ class ActiveRuns:
             await live.stored.wait()
         finally:
             self._runs.pop(live.task_id, None)
+            if live.recorder.trace is not None:
+                live.recorder.trace.close()
             self._waiters.wake(live.task_id)
             self._ended()
 

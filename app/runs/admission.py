@@ -17,8 +17,9 @@ from app.governance.quotas import QuotaRefusal, RateLimited, admit_submission, r
 from app.runs.agents import BUILTIN_AGENT, ResolvedAgent
 from app.runs.errors import InvalidSubmission, ModelNotApproved, ToolsNotPermitted
 from app.runs.metrics import RunMetrics
-from app.runs.models import Attachment, RunPolicy, TaskSubmission
+from app.runs.models import Attachment, Origin, RunPolicy, TaskSubmission
 from app.security import Principal
+from app.storage.idempotency import KeyClaim
 from app.storage.records import TaskRecord
 from app.storage.run_log import RunLog, TooManyUnfinished
 from app.storage.text import dump_model
@@ -189,9 +190,14 @@ class Admission:
         attachments: Sequence[Attachment],
         *,
         owner: str | None,
+        idempotency: KeyClaim | None = None,
+        schedule_id: UUID | None = None,
+        origin: Origin | None = None,
     ) -> TaskRecord:
         """Stores the task and its chain, in the queue or claimed by `owner`; refuses it over
-        its tenant's concurrent runs, or while its conversation has a turn running."""
+        its tenant's concurrent runs, or while its conversation has a turn running. With
+        `idempotency` its key is claimed with it (`KeyTaken` when another task has it);
+        `schedule_id` tags a schedule's firing."""
         now = utc_now()
         quotas = policy.quotas
         spec = agent.definition
@@ -223,7 +229,9 @@ class Admission:
             "file_ids": [str(a.file_id) for a in attachments] or None,
             "roles": sorted(principal.roles),
             "api_key_id": None if principal.api_key is None else UUID(principal.api_key),
+            "schedule_id": schedule_id,
             "created_at": now,
+            **({} if origin is None else origin.task_columns()),
         }
         chain_row = {
             "id": chain.id,
@@ -233,6 +241,7 @@ class Admission:
             "status": ChainStatus.INITIALIZING,
             "metrics": RawJSON(dump_model(chain.metrics)),
             "started_at": now,
+            **({} if origin is None else origin.chain_columns()),
         }
         try:
             await self._log.create(
@@ -240,6 +249,7 @@ class Admission:
                 chain_row,
                 max_unfinished=quotas.concurrent_runs,
                 after_turns=None if turn is None else turn.turns,
+                idempotency=idempotency,
             )
         except TooManyUnfinished as exc:
             self._metrics.submission_refused(principal.tenant_id, "concurrent_runs")

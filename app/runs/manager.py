@@ -28,6 +28,7 @@ from uuid import UUID, uuid4
 from app.agents import AgentRun, AgentRuntime
 from app.chain import ErrorCode, TaskState
 from app.governance.limits import InProcessLimitStore, LimitStore
+from app.observability.tracing import RunTracer
 from app.runs.active import ActiveRuns
 from app.runs.admission import Admission, Turn
 from app.runs.agents import BUILTIN_AGENT, ResolvedAgent
@@ -37,12 +38,13 @@ from app.runs.channel import RunChannel
 from app.runs.conversations import ConversationHistories
 from app.runs.leases import LeaseKeeper
 from app.runs.metrics import RunMetrics
-from app.runs.models import Attachment, RunPolicy, TaskSubmission
+from app.runs.models import Attachment, Origin, RunPolicy, TaskSubmission
 from app.runs.queue import RunQueue
 from app.runs.starter import RunLoader, RunStart, RunStarter
 from app.runs.waiters import TaskWaiters
 from app.runs.writer import RunWriter
 from app.security import Principal
+from app.storage.idempotency import KeyClaim
 from app.storage.notify import APPROVALS, CANCEL, EVENTS, QUEUE
 from app.storage.records import TaskRecord
 from app.storage.run_log import RunLog
@@ -81,6 +83,7 @@ class RunManager:
         resume: bool = True,
         max_resumes: int = 3,
         approval_timeout_s: float = 86_400.0,
+        tracer: RunTracer | None = None,
     ) -> None:
         self._log = log
         # Tenants' windows (submissions, calls, tokens, cost), shared by every instance when
@@ -96,7 +99,13 @@ class RunManager:
         self._runtime: AgentRuntime | None = None
         self._admission = Admission(log, self.limits, self.metrics, lambda: self.runtime)
         self._active = ActiveRuns(
-            log, self._writer, self.metrics, self._waiters, me=me, ended=self._run_ended
+            log,
+            self._writer,
+            self.metrics,
+            self._waiters,
+            me=me,
+            ended=self._run_ended,
+            tracer=tracer,
         )
         self._starter = RunStarter(
             log,
@@ -212,17 +221,34 @@ class RunManager:
         agent: ResolvedAgent = BUILTIN_AGENT,
         turn: Turn | None = None,
         attachments: Sequence[Attachment] = (),
+        *,
+        idempotency: KeyClaim | None = None,
+        schedule_id: UUID | None = None,
+        origin: Origin | None = None,
     ) -> SubmittedTask:
         """Stores the task and its chain in the queue, for any instance with room to run
         `agent` on it; returns once both rows exist. `attachments` are the files given to it
         (its own and its conversation's, checked to be its tenant's). Refuses (`RateLimited`)
         a task over its tenant's submission rate or concurrent runs, and
-        (`ConversationBusy`) a turn while another turn of its conversation runs."""
+        (`ConversationBusy`) a turn while another turn of its conversation runs. With
+        `idempotency`, `KeyTaken` when another task holds the key (nothing is started);
+        `schedule_id` tags the firing of a schedule; `origin` makes it a replay or a fork of
+        a recorded task."""
         self._admission.validate(submission, policy, agent)
         # A burst's submissions otherwise share the loop with every run they start, and the
         # last of them waits for the work of all (a completion tail of seconds).
         async with self._submitting:
-            return await self._submit(principal, submission, policy, agent, turn, attachments)
+            return await self._submit(
+                principal,
+                submission,
+                policy,
+                agent,
+                turn,
+                attachments,
+                idempotency=idempotency,
+                schedule_id=schedule_id,
+                origin=origin,
+            )
 
     async def _submit(
         self,
@@ -232,10 +258,14 @@ class RunManager:
         agent: ResolvedAgent,
         turn: Turn | None,
         attachments: Sequence[Attachment],
+        *,
+        idempotency: KeyClaim | None = None,
+        schedule_id: UUID | None = None,
+        origin: Origin | None = None,
     ) -> SubmittedTask:
         grants = await self._admission.admit(principal.tenant_id, policy)
         task_id = uuid4()
-        history = [] if turn is None else turn.history
+        history = turn.history if turn is not None else [] if origin is None else origin.history
         self._starter.accept(
             task_id, RunStart(principal, submission, policy, agent, history, attachments)
         )
@@ -252,6 +282,9 @@ class RunManager:
                 turn,
                 attachments,
                 owner=self.runner_id if direct else None,
+                idempotency=idempotency,
+                schedule_id=schedule_id,
+                origin=origin,
             )
         except BaseException:
             self._starter.forget(task_id)

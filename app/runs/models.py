@@ -15,9 +15,13 @@ from pydantic import (
 )
 
 from app.chain import Budget
+from app.chain.replay import ReplayMatch
 from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
 from app.resources.toolbox import TenantTools
+from app.resources.webhooks.subscriptions import NONE as NO_SUBSCRIPTIONS
+from app.resources.webhooks.subscriptions import Subscriptions
+from app.resources.webhooks.urls import WebhookUrl
 from app.tools.approvals import ApprovalRules
 from app.tools.models import TOOL_NAME_PATTERN
 
@@ -144,6 +148,14 @@ class TaskSubmission(BaseModel):
         description="Stream the model's text as `output_delta` events while each LLM call "
         "runs (live only: no `id:`, not stored, not replayed).",
     )
+    webhook_url: WebhookUrl | None = Field(
+        default=None,
+        description="Also tell this URL of the task's end (`task.completed`, `task.failed`, "
+        "`task.incomplete`) and of its waits for a human (`task.input_required`), signed "
+        "Standard-Webhooks style with the tenant's task webhook secret (GET "
+        "/api/v1/tenants/{tenant_id}/webhooks/task-secret). It must pass the SSRF guard: a "
+        "private or loopback address only where the tenant's network allow-list admits it.",
+    )
     file_ids: list[UUID] | None = Field(
         default=None,
         max_length=MAX_ATTACHED_FILES,
@@ -170,6 +182,33 @@ class TaskSubmission(BaseModel):
         if self.tools is not None and len(set(self.tools)) != len(self.tools):
             raise ValueError("`tools` lists a tool twice")
         return self
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """The recorded task a replay or a fork re-runs: a replay (`fork_step` None) takes every
+    result from the recording and makes no call, its steps compared as `match` says; a fork
+    takes the steps up to `fork_step` as recorded, then goes on live."""
+
+    task_id: UUID
+    chain_id: UUID
+    fork_step: int | None = None
+    match: ReplayMatch = ReplayMatch.REQUESTS
+    # The conversation before the recorded task's turn, when it was one: the new task is no
+    # turn, but its run starts from the same history.
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def is_replay(self) -> bool:
+        return self.fork_step is None
+
+    def task_columns(self) -> dict[str, Any]:
+        if self.is_replay:
+            return {"replayed_from": self.task_id, "replay_match": self.match}
+        return {"forked_from": self.task_id, "fork_step": self.fork_step}
+
+    def chain_columns(self) -> dict[str, Any]:
+        return {"replayed_from" if self.is_replay else "forked_from": self.chain_id}
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,3 +242,5 @@ class RunPolicy:
     key_scope: str | None = None
     # The tenant's rules for which tool calls wait for a human; None: none of its own.
     approvals: ApprovalRules | None = None
+    # The tenant's webhook endpoints, as its run starts, and the events each receives.
+    webhooks: Subscriptions = NO_SUBSCRIPTIONS

@@ -27,6 +27,8 @@ from app.chain import (
     VisibilityLevel,
 )
 from app.chain.models import utc_now
+from app.observability.tracing import RunTrace
+from app.resources.webhooks.subscriptions import RunWebhooks
 from app.runs.audit import ToolAuditor
 from app.runs.channel import StepParts, StreamEvent
 from app.security.visibility import StepFacts
@@ -146,6 +148,8 @@ class RunRecorder:
         auditor: ToolAuditor,
         *,
         last_seq: int = 0,
+        trace: RunTrace | None = None,
+        webhooks: RunWebhooks | None = None,
     ) -> None:
         self.task_id = task_id
         self.tenant_id = tenant_id
@@ -155,6 +159,10 @@ class RunRecorder:
         self._auditor = auditor
         # The state the run ended in, once its `done` is recorded.
         self.final_state: TaskState | None = None
+        # Its spans, when tracing is on (None costs one `if` per batch).
+        self.trace = trace
+        # Who hears of its end (webhooks); None, the usual case, costs one `if` per batch.
+        self.webhooks = webhooks
 
     def record(
         self, batch: list[ChainEvent], costs: list[CostRecord]
@@ -190,6 +198,10 @@ class RunRecorder:
             write.chain_changes["metrics"] = RawJSON(latest_metrics)
         write.costs = [self._cost_row(record) for record in costs]
         write.last_seq = self.last_seq
+        if self.trace is not None:
+            self.trace.observe(batch)
+        if self.webhooks is not None:
+            write.deliveries = [row for event in batch for row in self.webhooks.rows(event)]
         return write, published
 
     def end(
@@ -221,6 +233,10 @@ class RunRecorder:
             )
             published.append(StreamEvent(self.last_seq, event.type, data))
         write.last_seq = self.last_seq
+        if self.trace is not None:
+            self.trace.observe(events)
+        if self.webhooks is not None:
+            write.deliveries = [row for event in events for row in self.webhooks.rows(event)]
         failure = {"error_code": error_code, "error_message": storable(message)}
         write.task_changes.update(status=TaskState.FAILED, finished_at=now, **failure)
         write.chain_changes.update(
@@ -254,6 +270,8 @@ class RunRecorder:
                 error_code=chain.error_code,
                 error_message=_storable(chain.error_message),
             )
+            if chain.replay_report is not None:
+                write.task_changes["replay_report"] = RawJSON(dump_model(chain.replay_report))
             if isinstance(event, ChainCompletedEvent):
                 write.task_changes["stop_reason"] = event.stop_reason
                 if event.output is not None:

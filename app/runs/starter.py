@@ -14,15 +14,19 @@ from uuid import UUID
 from app.agents import AgentRuntime, AgentTask
 from app.chain import ErrorCode, ReasoningChain, ReasoningStep, TaskState
 from app.chain.models import utc_now
+from app.chain.replay import ReplayMatch
 from app.governance.budgets import BudgetGuard
 from app.governance.limits import LimitStore
 from app.governance.models import ModelPolicyGuard
 from app.governance.quotas import QuotaGuard
+from app.observability.log_context import bind_run
+from app.resources.webhooks.subscriptions import RunWebhooks
 from app.runs.active import ActiveRuns
 from app.runs.agents import ResolvedAgent
 from app.runs.approvals import approval_gate, decided_event
 from app.runs.models import Attachment, RunPolicy, TaskSubmission
 from app.runs.recorder import closing_events, event_row
+from app.runs.recordings import RecordingGone, recording_of
 from app.security import Principal
 from app.storage.records import TaskRecord
 from app.storage.run_log import RunLog
@@ -104,6 +108,8 @@ class RunStarter:
         """Starts a claimed task's run: new, or resumed from its stored steps. A task whose
         cancel was asked, or whose run cannot be resumed, is ended instead."""
         accepted = self._accepted.pop(task.id, None)
+        # The run's own tasks, started from here, log with its ids.
+        unbind = bind_run(task.tenant_id, task.id, task.chain_id)
         try:
             resumed = not task.is_queued
             if task.cancel_reason is not None or task.id in self._cancels:
@@ -122,7 +128,11 @@ class RunStarter:
                     raise Unresumable("this instance cannot rebuild runs")
                 start = await self._loader(task)
             steps = await self._stored_steps(task) if resumed else []
-            await self._start(task, start, steps, resumed=resumed)
+            try:
+                recording = await recording_of(self._log, task)
+            except RecordingGone as exc:
+                raise Unresumable(str(exc)) from exc
+            await self._start(task, start, steps, resumed=resumed, recording=recording)
         except Unresumable as exc:
             await self.end_unstarted(
                 task,
@@ -140,6 +150,7 @@ class RunStarter:
             )
         finally:
             self._cancels.discard(task.id)
+            unbind()
 
     async def _stored_steps(self, task: TaskRecord) -> list[ReasoningStep]:
         return [
@@ -148,7 +159,13 @@ class RunStarter:
         ]
 
     async def _start(
-        self, task: TaskRecord, start: RunStart, steps: list[ReasoningStep], *, resumed: bool
+        self,
+        task: TaskRecord,
+        start: RunStart,
+        steps: list[ReasoningStep],
+        *,
+        resumed: bool,
+        recording: list[ReasoningStep] | None = None,
     ) -> None:
         runtime = self._runtime()
         submission, policy, agent = start.submission, start.policy, start.agent
@@ -170,7 +187,15 @@ class RunStarter:
             started_at=task.started_at or task.created_at,
             budget=task.budget,
         )
-        if resumed:
+        if recording is not None:
+            # A replay or a fork: its own stored steps, then the recording's after them.
+            chain.replay(
+                [*steps, *recording[len(steps) :]],
+                stored=len(steps),
+                match=task.replay_match or ReplayMatch.ACTIONS,
+                then_live=task.replayed_from is None,
+            )
+        elif resumed:
             chain.replay(steps)
         agent_task = AgentTask(
             id=str(task.id),
@@ -207,6 +232,9 @@ class RunStarter:
             chain,
             actor=start.principal.subject,
             sensitive_fields=policy.sensitive_fields,
+            webhooks=RunWebhooks.of(
+                task.tenant_id, task.id, chain, policy.webhooks, submission.webhook_url
+            ),
         )
         if task.id in self._cancels:
             run.cancel("cancelled")

@@ -7,9 +7,43 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
+from app.security.api_keys import KEY_PREFIX
+
 # Values remembered at most; past it the oldest are forgotten first (a process holds far
 # fewer: the secrets of the tenants it ran for, their former values included).
 MAX_VALUES = 10_000
+CREDENTIAL_MASK = "[credential]"
+# Credentials known by their form, whoever they belong to: what follows a `Bearer` scheme,
+# JWTs (three base64url parts, the first two JSON objects) and API keys, wherever they show
+# (a header echoed in an error, a URL, an exception's text). A value masked already (`[…]`)
+# or a placeholder for an argument (`Bearer %s`) is left as it is.
+_CREDENTIALS = re.compile(
+    r"(?i:(?<=bearer )|(?<=bearer%20))(?![\[%])[^\s\"',;&]+"
+    r"|eyJ[\w-]*\.eyJ[\w-]*\.[\w-]*"
+    rf"|{re.escape(KEY_PREFIX)}[\w-]{{8,}}"
+)
+
+
+def mask_credentials(text: str) -> str:
+    """`text` with every bearer token, JWT and API key replaced by `CREDENTIAL_MASK`."""
+    return _CREDENTIALS.sub(CREDENTIAL_MASK, text)
+
+
+# Loggers whose formatters read a record's arguments themselves (uvicorn's access log unpacks
+# them): their messages are never formatted here.
+_READ_BY_FORMATTER = frozenset({"uvicorn.access"})
+
+
+def _mask_split_credentials(record: logging.LogRecord) -> None:
+    """A credential split between the message and its arguments (`"Bearer %s", token`) is
+    known only once formatted: the record then keeps its message formatted and masked."""
+    try:
+        formatted = record.getMessage()
+    except (TypeError, ValueError):
+        return  # logging reports the mismatch itself when it formats the record
+    masked = mask_credentials(formatted)
+    if masked != formatted:
+        record.msg, record.args = masked, None
 
 
 class SecretMasker:
@@ -49,11 +83,15 @@ class SecretMasker:
 
 class MaskingFilter(logging.Filter):
     """Masks a record's message (with its arguments, formatted here), exception text and
-    stack: whatever a handler would write. Never drops a record."""
+    stack: whatever a handler would write, in any format. Known secret values and
+    credentials (`mask_credentials`) are masked. Never drops a record."""
 
     def __init__(self, masker: SecretMasker) -> None:
         super().__init__()
-        self._masker = masker
+        self._secrets = masker
+
+    def _masker(self, text: str) -> str:
+        return mask_credentials(self._secrets(text))
 
     def filter(self, record: logging.LogRecord) -> bool:
         mask = self._masker
@@ -65,6 +103,8 @@ class MaskingFilter(logging.Filter):
             record.args = tuple(self._argument(arg) for arg in record.args)
         elif isinstance(record.args, Mapping):
             record.args = {key: self._argument(arg) for key, arg in record.args.items()}
+        if record.args and record.name not in _READ_BY_FORMATTER:
+            _mask_split_credentials(record)
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:

@@ -12,6 +12,9 @@ class Permission(StrEnum):
     # Decide on tool calls that wait for a human (tenant admins; a task's submitter too where
     # its agent allows it).
     TASK_APPROVE = "task:approve"
+    # Erase a task or conversation with everything about it (tenant admins: an erasure is a
+    # data-protection request of the tenant, and a member's own runs are audit evidence).
+    TASK_DELETE = "task:delete"
     CHAIN_READ = "chain:read"
     CHAIN_READ_FULL = "chain:read_full"
     CHAIN_EXPORT = "chain:export"
@@ -27,6 +30,12 @@ class Permission(StrEnum):
     FILE_READ = "file:read"
     FILE_WRITE = "file:write"
     API_KEY_CONFIGURE = "api_key:configure"
+    # Webhook endpoints, their secrets and deliveries (tenant admins).
+    WEBHOOK_CONFIGURE = "webhook:configure"
+    # Schedules: reading them, and making, changing, pausing and deleting them (members their
+    # own, tenant admins any).
+    SCHEDULE_READ = "schedule:read"
+    SCHEDULE_MANAGE = "schedule:manage"
 
 
 class Role(StrEnum):
@@ -56,10 +65,12 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
             P.TOOL_EXECUTE,
             P.FILE_READ,
             P.FILE_WRITE,
+            P.SCHEDULE_READ,
+            P.SCHEDULE_MANAGE,
         }
     ),
     # Reads tasks, chains and files, filtered; changes nothing.
-    Role.VIEWER: frozenset({P.TASK_READ, P.CHAIN_READ, P.FILE_READ}),
+    Role.VIEWER: frozenset({P.TASK_READ, P.CHAIN_READ, P.FILE_READ, P.SCHEDULE_READ}),
     # Reads everything as it happened, the audit log and costs included; changes nothing.
     Role.AUDITOR: frozenset(
         {
@@ -70,6 +81,7 @@ ROLE_PERMISSIONS: dict[Role, frozenset[Permission]] = {
             P.COST_VIEW,
             P.AUDIT_READ,
             P.FILE_READ,
+            P.SCHEDULE_READ,
         }
     ),
 }

@@ -14,6 +14,7 @@ from uuid import UUID
 from sqlalchemy import Date, FromClause, Integer, Select, case, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.storage.purged_costs import PurgedSum, purged_sums
 from app.storage.records import CostRecordRow
 from app.storage.tables import cost_records, model_usage, tasks
 
@@ -90,7 +91,8 @@ class CostRepository:
         split_by: GroupBy | None = None,
         order: CostOrder = "key",
     ) -> tuple[list[Group], Totals, bool]:
-        """Records with `since <= recorded_at < until`, summed per group (by `group_by`, and
+        """Records with `since <= recorded_at < until` (and the daily sums of deleted tasks'
+        records whose UTC day starts in that period), summed per group (by `group_by`, and
         within it by `split_by` if given; at most `limit` groups, by key or by cost, highest
         first), the totals of all of them, and whether groups were left out."""
         c = cost_records.c
@@ -134,6 +136,16 @@ class CostRepository:
             )
             rows = (await self.connection.execute(statement)).all()
             groups = [_group(row) for row in rows]
+        # The calls of tasks deleted since (retention, erasure) count by their daily sums.
+        purged = await purged_sums(
+            self.connection,
+            self.tenant_id,
+            since=since,
+            until=until,
+            group_by=group_by,
+            split_by=split_by,
+        )
+        groups = _with_purged(groups, purged)
         groups.sort(key=lambda g: (g.key is None, g.key or "", g.split is None, g.split or ""))
         if order == "cost":
             groups.sort(key=lambda g: g.totals.cost_usd, reverse=True)  # stable: ties by key
@@ -208,6 +220,25 @@ def _group(row: Any) -> Group:
         ),
         _key_text(row.split),
     )
+
+
+def _with_purged(groups: list[Group], purged: Sequence[PurgedSum]) -> list[Group]:
+    if not purged:
+        return groups
+    merged = {(group.key, group.split): group for group in groups}
+    for entry in purged:
+        key, split = _key_text(entry.key), _key_text(entry.split)
+        group = merged.setdefault((key, split), Group(key, Totals(), split))
+        group.totals.add(
+            Totals(
+                entry.calls,
+                entry.input_tokens,
+                entry.output_tokens,
+                entry.cost_usd,
+                entry.unpriced_calls,
+            )
+        )
+    return list(merged.values())
 
 
 def _sum_in_python(rows: Sequence[Any]) -> list[Group]:

@@ -29,6 +29,7 @@ _TASK_COLUMNS = {
     "finished_at": "timestamptz",
     "output": "jsonb",
     "stop_reason": "varchar",
+    "replay_report": "jsonb",
 }
 _CHAIN_COLUMNS = {
     "status": "varchar",
@@ -159,6 +160,33 @@ GROUP_WRITE = text(
     "(SELECT count(*) FROM n)"
 )
 
+_DELIVERY_COLUMNS = {
+    "id": "uuid",
+    "tenant_id": "varchar",
+    "endpoint_id": "uuid",
+    "url": "text",
+    "task_id": "uuid",
+    "event": "varchar",
+    "payload": "text",
+    "status": "varchar",
+    "attempts": "int",
+    "next_attempt_at": "timestamptz",
+    "created_at": "timestamptz",
+}
+_LAST_SELECT = "SELECT (SELECT count(*) FROM t), "
+assert GROUP_WRITE.text.count(_LAST_SELECT) == 1
+GROUP_WRITE_WITH_DELIVERIES = text(
+    GROUP_WRITE.text.replace(
+        _LAST_SELECT,
+        f", w AS ({_insert('webhook_deliveries', 'deliveries', _DELIVERY_COLUMNS)}), "
+        # The dispatchers of every instance learn at COMMIT that deliveries are due.
+        "wn AS (SELECT pg_notify('omniforge_webhooks', '') WHERE EXISTS (SELECT 1 FROM w)) "
+        "SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM wn), ",
+    )
+)
+"""`GROUP_WRITE` with the webhook outbox's rows of the group (`deliveries`): only groups that
+have some pay for it."""
+
 
 def _value(value: Any) -> str:
     if isinstance(value, RawJSON):
@@ -186,6 +214,7 @@ def group_document(
     costs: Sequence[Mapping[str, Any]],
     audits: Sequence[Mapping[str, Any]],
     usage: Sequence[Mapping[str, Any]] = (),
+    deliveries: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The JSON document `GROUP_WRITE` applies, storable (see `app.storage.text`)."""
     tasks = _rows({"row_id": key, **values} for key, values in sorted(task_changes.items()))
@@ -193,7 +222,7 @@ def group_document(
     return storable_json(
         f'{{"tasks":[{tasks}],"chains":[{chains}],"steps":[{_rows(steps)}],'
         f'"events":[{_rows(events)}],"costs":[{_rows(costs)}],"audits":[{_rows(audits)}],'
-        f'"usage":[{_rows(usage)}]}}'
+        f'"usage":[{_rows(usage)}],"deliveries":[{_rows(deliveries)}]}}'
     )
 
 

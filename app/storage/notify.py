@@ -28,7 +28,12 @@ QUEUE = "omniforge_queue"
 EVENTS = "omniforge_events"
 CANCEL = "omniforge_cancel"
 APPROVALS = "omniforge_approvals"
-CHANNELS = (QUEUE, EVENTS, CANCEL, APPROVALS)
+# Webhook deliveries were stored (or made due again). Payload: empty.
+WEBHOOKS = "omniforge_webhooks"
+# Schedules were created, changed or deleted: schedulers look again for the next firing.
+# Payload: empty.
+SCHEDULES = "omniforge_schedules"
+CHANNELS = (QUEUE, EVENTS, CANCEL, APPROVALS, WEBHOOKS, SCHEDULES)
 
 MAX_PAYLOAD = 7_900
 """Postgres refuses payloads of 8,000 bytes or more."""

@@ -8,6 +8,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from app.chain import Budget, ChainMetrics, ChainStatus, ErrorCode, TaskState
+from app.chain.replay import ReplayMatch, ReplayReport
 
 
 class _Record(BaseModel):
@@ -43,6 +44,14 @@ class TaskRecord(_Record):
     # A cancel requested while another instance ran it.
     cancel_reason: str | None = None
     resumes: int = 0
+    # A replay of another task (what its steps must repeat, and how it went), or a fork of one.
+    replayed_from: UUID | None = None
+    replay_match: ReplayMatch | None = None
+    replay_report: ReplayReport | None = None
+    forked_from: UUID | None = None
+    fork_step: int | None = None
+    # The schedule whose firing made it.
+    schedule_id: UUID | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -63,6 +72,8 @@ class ChainRecord(_Record):
     tenant_id: str
     agent_id: str
     parent_chain_id: UUID | None
+    replayed_from: UUID | None = None
+    forked_from: UUID | None = None
     status: ChainStatus
     metrics: ChainMetrics
     error_code: ErrorCode | None
@@ -104,6 +115,9 @@ class TenantRecord(_Record):
     enabled_tools: list[str] | None
     network_allow: list[str] | None = None
     approvals: dict[str, Any] | None = None
+    # Its own retention periods in days; None: the platform's.
+    retention_days: int | None = None
+    audit_retention_days: int | None = None
     created_at: datetime
     updated_at: datetime
 

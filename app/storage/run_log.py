@@ -29,8 +29,15 @@ from app.chain import ChainStatus, ErrorCode, TaskState
 from app.chain.models import utc_now
 from app.storage.approvals import PENDING, ApprovalRecord
 from app.storage.database import Database
-from app.storage.group_write import GROUP_WRITE, USAGE_SUMS, daily_usage, group_document
-from app.storage.notify import APPROVALS, CANCEL, EVENTS, QUEUE, Notices, payloads
+from app.storage.group_write import (
+    GROUP_WRITE,
+    GROUP_WRITE_WITH_DELIVERIES,
+    USAGE_SUMS,
+    daily_usage,
+    group_document,
+)
+from app.storage.idempotency import KeyClaim, claim_key
+from app.storage.notify import APPROVALS, CANCEL, EVENTS, QUEUE, WEBHOOKS, Notices, payloads
 from app.storage.records import StoredEvent, StoredStep, TaskRecord
 from app.storage.tables import (
     CLAIMABLE,
@@ -44,7 +51,9 @@ from app.storage.tables import (
     runners,
     task_events,
     tasks,
+    webhook_deliveries,
 )
+from app.storage.webhook_outbox import stage_task_end
 
 _UNFINISHED = [state for state in TaskState if not state.is_terminal]
 # What counts against a tenant's `concurrent_runs`: a task waiting for a human does not.
@@ -134,6 +143,8 @@ class RunWrite:
     audits: list[dict[str, Any]] = field(default_factory=list)
     task_changes: dict[str, Any] = field(default_factory=dict)
     chain_changes: dict[str, Any] = field(default_factory=dict)
+    # Webhook deliveries (the outbox) of the changes this batch makes.
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _claimable() -> Any:
@@ -198,6 +209,7 @@ class RunLog:
         *,
         max_unfinished: int | None = None,
         after_turns: int | None = None,
+        idempotency: KeyClaim | None = None,
     ) -> None:
         """Stores a new task and its chain. With `max_unfinished`, refuses it
         (`TooManyUnfinished`) when its tenant already has that many unfinished tasks; the
@@ -207,8 +219,13 @@ class RunLog:
         A task with a `conversation_id` becomes that conversation's next turn, numbered in
         the same transaction, under the conversation's row lock: refused (`ConversationBusy`)
         while a turn is unfinished, or when the conversation no longer has `after_turns`
-        turns (its history was read before another turn was added)."""
+        turns (its history was read before another turn was added).
+
+        With `idempotency`, the key is claimed first, so a duplicate submission waits for
+        this one and is refused (`KeyTaken`) before anything else is counted or stored."""
         async with self._announcing() as (connection, notes):
+            if idempotency is not None:
+                await claim_key(connection, task["tenant_id"], task["id"], idempotency)
             if max_unfinished is not None:
                 tenant_id = task["tenant_id"]
                 if not self._database.is_sqlite:
@@ -288,12 +305,15 @@ class RunLog:
         usage = daily_usage(costs, utc_now()) if costs else []
         progress = {write.task_id: _progress(write) for write in writes}
         notes = payloads(progress.values())
+        deliveries = [row for write in writes for row in write.deliveries]
         if not self._database.is_sqlite:
             document = group_document(
-                task_changes, chain_changes, steps, events, costs, audits, usage
+                task_changes, chain_changes, steps, events, costs, audits, usage, deliveries
             )
+            # Runs nobody hears of use the statement without the outbox's parts.
+            group_write = GROUP_WRITE_WITH_DELIVERIES if deliveries else GROUP_WRITE
             async with self._database.autocommit() as connection:
-                await connection.execute(GROUP_WRITE, {"doc": document, "notes": notes})
+                await connection.execute(group_write, {"doc": document, "notes": notes})
             return
         async with self._announcing() as (connection, announced):
             for table, changes in ((tasks, task_changes), (reasoning_chains, chain_changes)):
@@ -312,6 +332,9 @@ class RunLog:
                 await _add_usage(connection, row)
             for note in notes:
                 await announced.send(EVENTS, note)
+            if deliveries:
+                await connection.execute(insert(webhook_deliveries), deliveries)
+                await announced.send(WEBHOOKS)
 
     async def recent_calls(self, tenant_id: str, since: datetime) -> list[Any]:
         """The tenant's model calls recorded since `since`: time, model, tokens, cost."""
@@ -693,6 +716,20 @@ class RunLog:
             await connection.execute(insert(task_events), events)
             note = f"{task.id}:{task.last_seq + len(events)}"
             await notes.send(EVENTS, note)
+            staged = await stage_task_end(
+                connection,
+                tenant_id=task.tenant_id,
+                task_id=task.id,
+                chain_id=task.chain_id,
+                request=task.request,
+                status=status,
+                error_code=error_code,
+                message=message,
+                metrics=task.usage,
+                at=at,
+            )
+            if staged:
+                await notes.send(WEBHOOKS)
         return True
 
     async def replay(

@@ -57,6 +57,10 @@ tenants = Table(
     # Which tool calls of its runs wait for a human (approval rules); NULL: none beyond the
     # tools' and agents' own.
     Column("approvals", JSONDocument),
+    # Days its finished tasks, idle conversations and files (`retention_days`) and its audit
+    # events (`audit_retention_days`) are kept; NULL: the platform's setting.
+    Column("retention_days", Integer),
+    Column("audit_retention_days", Integer),
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
 )
@@ -99,6 +103,15 @@ tasks = Table(
     Column("cancel_reason", Text),
     # How many times it was resumed after its instance stopped.
     Column("resumes", Integer, nullable=False, server_default=text("0")),
+    # A replay of a recorded task (every result from its recording, `replay_match` saying what
+    # must repeat) and how it went; or a fork of one (its steps up to `fork_step` as recorded).
+    Column("replayed_from", Uuid),
+    Column("replay_match", SHORT),
+    Column("replay_report", JSONDocument),
+    Column("forked_from", Uuid),
+    Column("fork_step", Integer),
+    # The schedule whose firing made it; NULL: submitted by a caller.
+    Column("schedule_id", Uuid),
     Column("created_at", UTCDateTime, nullable=False),
     Column("started_at", UTCDateTime),
     Column("finished_at", UTCDateTime),
@@ -114,6 +127,9 @@ tasks = Table(
     Index("ix_tasks_status", "status"),
     Index("ix_tasks_tenant_status", "tenant_id", "status"),
     Index("ix_tasks_conversation_turn", "conversation_id", "turn", unique=True),
+    Index("ix_tasks_schedule", "schedule_id", "created_at", "id"),
+    # The retention purge: a tenant's tasks by when they finished.
+    Index("ix_tasks_tenant_finished", "tenant_id", "finished_at"),
 )
 
 # An agent definition: its name in the tenant and its newest version. Versions are immutable
@@ -163,6 +179,8 @@ conversations = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
     Index("ix_conversations_tenant_created", "tenant_id", "created_at", "id"),
+    # The retention purge: a tenant's conversations by their last activity.
+    Index("ix_conversations_tenant_updated", "tenant_id", "updated_at"),
 )
 
 reasoning_chains = Table(
@@ -173,6 +191,10 @@ reasoning_chains = Table(
     Column("tenant_id", TENANT_ID, nullable=False),
     Column("agent_id", NAME, nullable=False),
     Column("parent_chain_id", Uuid, ForeignKey("reasoning_chains.id")),
+    # The chain a replay or a fork took its recorded steps from (no foreign key: erasing the
+    # source keeps the copy).
+    Column("replayed_from", Uuid),
+    Column("forked_from", Uuid),
     Column("status", SHORT, nullable=False),
     Column("metrics", JSONDocument, nullable=False),
     Column("error_code", SHORT),
@@ -472,4 +494,199 @@ approvals = Table(
         postgresql_where=text(PENDING_APPROVAL),
         sqlite_where=text(PENDING_APPROVAL),
     ),
+)
+
+# A tenant's webhook endpoints: where its events are sent, signed with the endpoint's own
+# secret (Standard Webhooks `whsec_…`), sealed like tenant secrets.
+webhook_endpoints = Table(
+    "webhook_endpoints",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("description", Text),
+    # The event types it receives (`task.completed`…).
+    Column("events", JSONDocument, nullable=False),
+    # A paused endpoint gets no new deliveries; those stored wait until it is enabled again.
+    Column("enabled", Boolean, nullable=False),
+    Column("key_id", SHORT, nullable=False),
+    Column("sealed_secret", Text, nullable=False),
+    Column("created_by", NAME, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ix_webhook_endpoints_tenant_created", "tenant_id", "created_at", "id"),
+)
+
+# The secret that signs deliveries to the one-off `webhook_url` of a tenant's tasks, made on
+# first use and readable by the tenant's admins.
+webhook_task_secrets = Table(
+    "webhook_task_secrets",
+    metadata,
+    Column("tenant_id", TENANT_ID, primary_key=True),
+    Column("key_id", SHORT, nullable=False),
+    Column("sealed_secret", Text, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+PENDING_DELIVERY = "status = 'pending'"
+
+# The outbox: one row per event and destination, stored in the transaction of the change that
+# caused it, then sent (and retried) by whichever instance claims it. No foreign key to the
+# endpoint: a run may still name an endpoint deleted after it started (such rows are never
+# sent).
+webhook_deliveries = Table(
+    "webhook_deliveries",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    # NULL: sent to `url`, a task's one-off `webhook_url`.
+    Column("endpoint_id", Uuid),
+    Column("url", Text),
+    Column("task_id", Uuid),
+    Column("event", SHORT, nullable=False),
+    # The body exactly as sent (and signed), the same on every attempt.
+    Column("payload", Text, nullable=False),
+    # pending, delivered, failed.
+    Column("status", SHORT, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    # When it is next due: its next try, or the end of the claim of the instance sending it.
+    Column("next_attempt_at", UTCDateTime),
+    # Past this, a failed attempt is the last one; NULL: the retry window after `created_at`.
+    Column("give_up_at", UTCDateTime),
+    Column("last_status_code", Integer),
+    Column("last_error", Text),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("delivered_at", UTCDateTime),
+    Index("ix_webhook_deliveries_tenant_endpoint", "tenant_id", "endpoint_id", "created_at", "id"),
+    Index("ix_webhook_deliveries_task", "task_id"),
+    Index(
+        "ix_webhook_deliveries_due",
+        "next_attempt_at",
+        postgresql_where=text(PENDING_DELIVERY),
+        sqlite_where=text(PENDING_DELIVERY),
+    ),
+)
+
+# Every attempt to send a delivery, as it went.
+webhook_attempts = Table(
+    "webhook_attempts",
+    metadata,
+    Column("id", BigIntegerKey, primary_key=True, autoincrement=True),
+    Column(
+        "delivery_id",
+        Uuid,
+        ForeignKey("webhook_deliveries.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("url", Text, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("duration_ms", Integer, nullable=False),
+    Column("status_code", Integer),
+    Column("error", Text),
+    # The start of the receiver's answer.
+    Column("response", Text),
+    Index("ix_webhook_attempts_delivery", "delivery_id", "id"),
+)
+
+# Idempotency keys of task submissions: a repeat of (tenant, caller, key) within its time
+# returns the task the first one made. The key row is stored in the task's own transaction,
+# before the task row (hence the deferred foreign key), so a concurrent duplicate waits on
+# the primary key and never makes a second task.
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("tenant_id", TENANT_ID, primary_key=True),
+    # The caller's subject: one caller's key never answers with another caller's task.
+    Column("principal", NAME, primary_key=True),
+    Column("key", NAME, primary_key=True),
+    # The canonical submission's SHA-256: the same key with another body is refused.
+    Column("request_sha256", String(64), nullable=False),
+    Column(
+        "task_id",
+        Uuid,
+        ForeignKey("tasks.id", ondelete="CASCADE", deferrable=True, initially="DEFERRED"),
+        nullable=False,
+    ),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("expires_at", UTCDateTime, nullable=False),
+    Index("ix_idempotency_keys_task", "task_id"),
+)
+
+ACTIVE_SCHEDULE = "status = 'active'"
+
+# A tenant's scheduled runs: each firing submits `request` (a task) to `agent` as its creator,
+# with the roles (and API key) it had when it made the schedule. Paused ones have no
+# `next_fire_at`.
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("name", NAME, nullable=False),
+    # `name` or `name@N`; NULL: the built-in default agent.
+    Column("agent", NAME),
+    Column("request", JSONDocument, nullable=False),
+    Column("cron", NAME, nullable=False),
+    Column("timezone", SLUG, nullable=False),
+    Column("status", SHORT, nullable=False),
+    Column("next_fire_at", UTCDateTime),
+    Column("created_by", NAME, nullable=False),
+    Column("roles", JSONDocument, nullable=False),
+    Column("api_key_id", Uuid),
+    Column("fired_count", Integer, nullable=False),
+    Column("skipped_count", Integer, nullable=False),
+    Column("last_fired_at", UTCDateTime),
+    Column("last_task_id", Uuid),
+    Column("last_skipped_at", UTCDateTime),
+    # Why its last firing made no task (a refused submission), and when.
+    Column("last_error", Text),
+    Column("last_error_at", UTCDateTime),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index("ix_schedules_tenant_created", "tenant_id", "created_at", "id"),
+    Index(
+        "ix_schedules_due",
+        "next_fire_at",
+        postgresql_where=text(ACTIVE_SCHEDULE),
+        sqlite_where=text(ACTIVE_SCHEDULE),
+    ),
+)
+
+# The cost records of tasks the retention purge or an erasure deleted, summed per UTC day and
+# what reports group by (the task aside): cost reports of any period stay exact after the
+# records go. Rows are only added (one per group per deletion), never updated.
+purged_costs = Table(
+    "purged_costs",
+    metadata,
+    Column("id", BigIntegerKey, primary_key=True, autoincrement=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("day", Date, nullable=False),
+    Column("model", NAME),
+    Column("tool_name", NAME, nullable=False),
+    Column("tool_type", SHORT, nullable=False),
+    Column("user_id", NAME),
+    Column("agent_name", SLUG),
+    Column("calls", Integer, nullable=False),
+    Column("input_tokens", BigIntegerKey, nullable=False),
+    Column("output_tokens", BigIntegerKey, nullable=False),
+    Column("cost_usd", Money, nullable=False),
+    Column("unpriced_calls", Integer, nullable=False),
+    Column("purged_at", UTCDateTime, nullable=False),
+    Index("ix_purged_costs_tenant_day", "tenant_id", "day"),
+)
+
+# Deletions of audit events under way. The append-only triggers of `audit_events` let a
+# DELETE through only for a row of the tenant named here that was created before `before`
+# (the purge, past the tenant's audit retention) or is about task `task_id` (an erasure). A
+# row lives only inside the transaction that deletes with it: made first, removed last.
+audit_deletions = Table(
+    "audit_deletions",
+    metadata,
+    Column("id", BigIntegerKey, primary_key=True, autoincrement=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("before", UTCDateTime),
+    Column("task_id", String(36)),
 )

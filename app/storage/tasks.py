@@ -32,8 +32,11 @@ class TaskRepository(TenantScoped):
         cursor: Cursor | None,
         limit: int,
         agent: str | None = None,
+        schedule_id: UUID | None = None,
     ) -> Page[TaskRecord]:
         statement = self.select()
+        if schedule_id is not None:
+            statement = statement.where(tasks.c.schedule_id == schedule_id)
         if status is not None:
             statement = statement.where(tasks.c.status == status)
         if agent is not None:

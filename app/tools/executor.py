@@ -237,6 +237,16 @@ class ToolExecutor:
         assert call_step.tool_call is not None
         correlation_id = call_step.tool_call.correlation_id
         recorded = chain.recorded_result(call_step) if replaying else None
+        if recorded is not None and failure is not None and not chain.makes_calls:
+            # A replay whose agent could not make this call (a tool it lacks, arguments its
+            # tool refuses) gets its own failure, not the recorded result: they differ.
+            recorded = None
+        elif replaying and recorded is None and not chain.makes_calls:
+            # A replay makes no call: one its recording has no result for is not made now.
+            failure = ToolError(
+                f"the recording has no result for this call of {invocation.name!r}",
+                error_code=ErrorCode.REPLAY_DIVERGED,
+            )
         gate = context.approvals
         waits, note = False, None
         if (

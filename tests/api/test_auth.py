@@ -37,6 +37,9 @@ class Route:
             server_id=uuid4(),
             key_id=uuid4(),
             approval_id=uuid4(),
+            webhook_id=uuid4(),
+            delivery_id=uuid4(),
+            schedule_id=uuid4(),
         )
 
     def request_kwargs(self) -> dict[str, Any]:
@@ -75,7 +78,24 @@ BODIES: dict[str, Callable[[], Any]] = {
         "url": "http://127.0.0.1:9/mcp",
     },
     "PATCH /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": lambda: {"allowed_tools": None},
+    # A public address written as one: no name to resolve.
+    "POST /api/v1/tenants/{tenant_id}/webhooks": lambda: {
+        "url": "https://93.184.215.14/hook",
+        "events": ["task.completed"],
+    },
+    "PATCH /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}": lambda: {"enabled": False},
     "POST /api/v1/api-keys": lambda: {"name": "ci", "roles": ["viewer"]},
+    # Once a year, on the offline model: the shared service's scheduler fires none of them.
+    "POST /api/v1/schedules": lambda: {
+        "name": "New year",
+        "cron": "0 0 1 1 *",
+        "task": {"input": "Happy new year?", "model": "demo"},
+    },
+    "PATCH /api/v1/schedules/{schedule_id}": lambda: {"name": "Renamed"},
+    "PUT /api/v1/tenants/{tenant_id}/retention": lambda: {"retention_days": 30},
+    # Bodies the found task refuses (422): nothing is started.
+    "POST /api/v1/tasks/{task_id}/replay": lambda: {"agent": "no-such-agent"},
+    "POST /api/v1/tasks/{task_id}/fork": lambda: {"from_step": 99},
 }
 # Multipart bodies.
 FORMS: dict[str, Callable[[], Any]] = {
@@ -87,6 +107,8 @@ ROUTES = [
     Route("GET", "/api/v1/tasks"),
     Route("GET", "/api/v1/tasks/{task_id}"),
     Route("POST", "/api/v1/tasks/{task_id}/cancel"),
+    Route("POST", "/api/v1/tasks/{task_id}/replay"),
+    Route("POST", "/api/v1/tasks/{task_id}/fork"),
     Route("GET", "/api/v1/tasks/{task_id}/events"),
     Route("POST", "/api/v1/tasks/{task_id}/stream-ticket"),
     Route("GET", "/api/v1/tasks/{task_id}/chain"),
@@ -145,11 +167,36 @@ ROUTES = [
     Route("PATCH", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}"),
     Route("POST", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}/refresh"),
     Route("DELETE", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}"),
+    Route("POST", "/api/v1/tenants/{tenant_id}/webhooks"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/webhooks"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/webhooks/task-secret"),
+    Route("POST", "/api/v1/tenants/{tenant_id}/webhooks/task-secret/rotate"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/webhooks/{webhook_id}"),
+    Route("PATCH", "/api/v1/tenants/{tenant_id}/webhooks/{webhook_id}"),
+    Route("DELETE", "/api/v1/tenants/{tenant_id}/webhooks/{webhook_id}"),
+    Route("POST", "/api/v1/tenants/{tenant_id}/webhooks/{webhook_id}/rotate-secret"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/webhooks/{webhook_id}/deliveries"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/webhook-deliveries"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/webhook-deliveries/{delivery_id}"),
+    Route("POST", "/api/v1/tenants/{tenant_id}/webhook-deliveries/{delivery_id}/redeliver"),
     Route("POST", "/api/v1/api-keys"),
     Route("GET", "/api/v1/api-keys"),
     Route("GET", "/api/v1/api-keys/{key_id}"),
     Route("DELETE", "/api/v1/api-keys/{key_id}"),
     Route("GET", "/api/v1/me"),
+    Route("POST", "/api/v1/schedules"),
+    Route("GET", "/api/v1/schedules"),
+    Route("GET", "/api/v1/schedules/{schedule_id}"),
+    Route("PATCH", "/api/v1/schedules/{schedule_id}"),
+    Route("POST", "/api/v1/schedules/{schedule_id}/pause"),
+    Route("POST", "/api/v1/schedules/{schedule_id}/resume"),
+    Route("DELETE", "/api/v1/schedules/{schedule_id}"),
+    Route("GET", "/api/v1/schedules/{schedule_id}/tasks"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/retention"),
+    Route("PUT", "/api/v1/tenants/{tenant_id}/retention"),
+    Route("DELETE", "/api/v1/conversations/{conversation_id}"),
+    # Last: it erases the task the routes above read.
+    Route("DELETE", "/api/v1/tasks/{task_id}"),
 ]
 PLATFORM_ONLY = {"POST /api/v1/tenants", "GET /api/v1/tenants", "PATCH /api/v1/tenants/{tenant_id}"}
 # Routes that take an id, tried by a tenant admin (every permission within its own tenant).
@@ -166,10 +213,15 @@ ROUTES_WITH_IDS = [
     # Each tried with another tenant's own file / MCP server in their own tests.
     and "{file_id}" not in route.template
     and "{server_id}" not in route.template
+    # Tried with another tenant's own endpoint and delivery in tests/api/test_webhooks.py.
+    and "{webhook_id}" not in route.template
+    and "{delivery_id}" not in route.template
     # Tried with another tenant's real approval in tests/api/test_approvals.py.
     and "{approval_id}" not in route.template
     # Tried with another tenant's own key in tests/api/test_api_keys.py.
     and "{key_id}" not in route.template
+    # Tried with another tenant's own schedule in tests/api/test_schedules.py.
+    and "{schedule_id}" not in route.template
 ]
 ADMIN = ("tenant_admin",)
 
@@ -323,7 +375,11 @@ async def test_another_tenants_ids_are_not_found_and_nothing_of_theirs_leaks(
 # conflict, which still shows the task was found.
 OWNER_STATUS = {
     "POST /api/v1/tasks/{task_id}/cancel": 409,
+    "POST /api/v1/tasks/{task_id}/replay": 422,
+    "POST /api/v1/tasks/{task_id}/fork": 422,
     "POST /api/v1/tenants/{tenant_id}/mcp-servers": 201,
+    "POST /api/v1/tenants/{tenant_id}/webhooks": 201,
+    "DELETE /api/v1/tasks/{task_id}": 204,
 }
 
 
@@ -340,6 +396,10 @@ async def test_the_owner_reaches_the_same_resource(
     assert response.status_code == expected, response.text
     if expected == 409:
         assert_problem(response, 409, "task-finished")
+    elif expected == 204:  # erased: nothing to show
+        assert response.content == b""
+    elif expected == 422:  # found, its body refused: the other tenant got 404
+        assert_problem(response, 422, "validation-error")
     elif "/tenants/{tenant_id}" in route.template and not route.template.endswith("/chains"):
         assert response.headers["content-type"] == "application/json"
     else:

@@ -213,7 +213,7 @@ async def test_an_unknown_route_is_a_not_found_problem(
 
 WRONG_METHODS = [
     ("DELETE", "/api/v1/tasks", {"GET", "POST"}),
-    ("PUT", "/api/v1/tasks/{id}", {"GET"}),
+    ("PUT", "/api/v1/tasks/{id}", {"GET", "DELETE"}),
     ("GET", "/api/v1/tasks/{id}/cancel", {"POST"}),
     ("POST", "/api/v1/chains/{id}", {"GET"}),
     ("POST", "/healthz", {"GET"}),

@@ -16,7 +16,7 @@ async def test_a_token_caller_reads_its_tenant_roles_and_permissions(
         "subject": "vera",
         "tenant": {"id": tenant, "name": f"Tenant {tenant}"},
         "roles": ["viewer"],
-        "permissions": ["chain:read", "file:read", "task:read"],
+        "permissions": ["chain:read", "file:read", "schedule:read", "task:read"],
         "crosses_tenants": False,
         "api_key": None,
     }

@@ -27,6 +27,11 @@ EXPECTED: dict[str, dict[str, int]] = {
     "GET /api/v1/tasks/{task_id}": ALL,
     # Finished: a permitted cancel is a conflict; a member may not cancel another's task.
     "POST /api/v1/tasks/{task_id}/cancel": _only({"platform_admin": 409, "tenant_admin": 409}),
+    # Found, and the body refused (an unknown agent, a step past the chain's end).
+    **dict.fromkeys(
+        ["POST /api/v1/tasks/{task_id}/replay", "POST /api/v1/tasks/{task_id}/fork"],
+        _only({"platform_admin": 422, "tenant_admin": 422, "member": 422}),
+    ),
     "GET /api/v1/tasks/{task_id}/events": ALL,
     "POST /api/v1/tasks/{task_id}/stream-ticket": ALL,
     "GET /api/v1/tasks/{task_id}/chain": ALL,
@@ -60,6 +65,13 @@ EXPECTED: dict[str, dict[str, int]] = {
     "GET /api/v1/tenants/{tenant_id}/audit": _only(ADMINS | {"auditor": 200}),
     "GET /api/v1/tenants/{tenant_id}/costs": _only(ADMINS | {"auditor": 200}),
     "GET /api/v1/tenants/{tenant_id}/usage": _only(ADMINS | {"auditor": 200}),
+    "GET /api/v1/tenants/{tenant_id}/retention": _only(ADMINS),
+    "PUT /api/v1/tenants/{tenant_id}/retention": _only(ADMINS),
+    # Erasures (the task last of all routes): a conversation nobody started is not there.
+    "DELETE /api/v1/tasks/{task_id}": _only({"platform_admin": 204, "tenant_admin": 204}),
+    "DELETE /api/v1/conversations/{conversation_id}": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
     "GET /api/v1/tools": dict.fromkeys(ROLES, 200),
     "GET /api/v1/models": dict.fromkeys(ROLES, 200),
     # The OpenAI-compatible endpoint: a completion runs the built-in agent to its answer.
@@ -111,6 +123,41 @@ EXPECTED: dict[str, dict[str, int]] = {
     "DELETE /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": _only(
         {"platform_admin": 404, "tenant_admin": 404}
     ),
+    # Endpoints and deliveries nobody made (the permitted ones are 404).
+    "POST /api/v1/tenants/{tenant_id}/webhooks": _only(
+        {"platform_admin": 201, "tenant_admin": 201}
+    ),
+    "GET /api/v1/tenants/{tenant_id}/webhooks": _only({"platform_admin": 200, "tenant_admin": 200}),
+    "GET /api/v1/tenants/{tenant_id}/webhooks/task-secret": _only(
+        {"platform_admin": 200, "tenant_admin": 200}
+    ),
+    "POST /api/v1/tenants/{tenant_id}/webhooks/task-secret/rotate": _only(
+        {"platform_admin": 200, "tenant_admin": 200}
+    ),
+    "GET /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
+    "PATCH /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
+    "DELETE /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
+    "POST /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}/rotate-secret": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
+    "GET /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}/deliveries": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
+    "GET /api/v1/tenants/{tenant_id}/webhook-deliveries": _only(
+        {"platform_admin": 200, "tenant_admin": 200}
+    ),
+    "GET /api/v1/tenants/{tenant_id}/webhook-deliveries/{delivery_id}": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
+    "POST /api/v1/tenants/{tenant_id}/webhook-deliveries/{delivery_id}/redeliver": _only(
+        {"platform_admin": 404, "tenant_admin": 404}
+    ),
     "POST /api/v1/api-keys": _only({"platform_admin": 201, "tenant_admin": 201}),
     "GET /api/v1/api-keys": _only(ADMINS),
     # Keys nobody created.
@@ -118,6 +165,23 @@ EXPECTED: dict[str, dict[str, int]] = {
     "DELETE /api/v1/api-keys/{key_id}": _only({"platform_admin": 404, "tenant_admin": 404}),
     # Who the caller is: anyone signed in, with or without roles.
     "GET /api/v1/me": dict.fromkeys(ROLES, 200),
+    "POST /api/v1/schedules": _only({"platform_admin": 201, "tenant_admin": 201, "member": 201}),
+    "GET /api/v1/schedules": _only(ADMINS | {"member": 200, "viewer": 200, "auditor": 200}),
+    # Schedules nobody made (the permitted ones are 404).
+    **dict.fromkeys(
+        [
+            "PATCH /api/v1/schedules/{schedule_id}",
+            "POST /api/v1/schedules/{schedule_id}/pause",
+            "POST /api/v1/schedules/{schedule_id}/resume",
+            "DELETE /api/v1/schedules/{schedule_id}",
+        ],
+        _only({"platform_admin": 404, "tenant_admin": 404, "member": 404}),
+    ),
+    **dict.fromkeys(
+        ["GET /api/v1/schedules/{schedule_id}", "GET /api/v1/schedules/{schedule_id}/tasks"],
+        _only({"platform_admin": 404, "tenant_admin": 404, "member": 404, "viewer": 404})
+        | {"auditor": 404},
+    ),
 }
 
 # What a refusal names.
@@ -126,6 +190,8 @@ NEEDS: dict[str, str] = {
     "GET /api/v1/tasks": Permission.TASK_READ,
     "GET /api/v1/tasks/{task_id}": Permission.TASK_READ,
     "POST /api/v1/tasks/{task_id}/cancel": Permission.TASK_CANCEL,
+    "POST /api/v1/tasks/{task_id}/replay": Permission.TASK_CREATE,
+    "POST /api/v1/tasks/{task_id}/fork": Permission.TASK_CREATE,
     "GET /api/v1/tasks/{task_id}/events": Permission.CHAIN_READ,
     "POST /api/v1/tasks/{task_id}/stream-ticket": Permission.CHAIN_READ,
     "GET /api/v1/tasks/{task_id}/chain": Permission.CHAIN_READ,
@@ -156,6 +222,10 @@ NEEDS: dict[str, str] = {
     "GET /api/v1/tenants/{tenant_id}/audit": Permission.AUDIT_READ,
     "GET /api/v1/tenants/{tenant_id}/costs": Permission.COST_VIEW,
     "GET /api/v1/tenants/{tenant_id}/usage": Permission.COST_VIEW,
+    "GET /api/v1/tenants/{tenant_id}/retention": Permission.TENANT_MANAGE,
+    "PUT /api/v1/tenants/{tenant_id}/retention": Permission.TENANT_MANAGE,
+    "DELETE /api/v1/tasks/{task_id}": Permission.TASK_DELETE,
+    "DELETE /api/v1/conversations/{conversation_id}": Permission.TASK_DELETE,
     "POST /v1/chat/completions": Permission.TASK_CREATE,
     "GET /v1/models": Permission.TASK_READ,
     "POST /api/v1/agents": Permission.AGENT_CONFIGURE,
@@ -182,10 +252,35 @@ NEEDS: dict[str, str] = {
     "PATCH /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": Permission.TOOL_CONFIGURE,
     "POST /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}/refresh": Permission.TOOL_CONFIGURE,
     "DELETE /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": Permission.TOOL_CONFIGURE,
+    **dict.fromkeys(
+        [
+            "POST /api/v1/tenants/{tenant_id}/webhooks",
+            "GET /api/v1/tenants/{tenant_id}/webhooks",
+            "GET /api/v1/tenants/{tenant_id}/webhooks/task-secret",
+            "POST /api/v1/tenants/{tenant_id}/webhooks/task-secret/rotate",
+            "GET /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}",
+            "PATCH /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}",
+            "DELETE /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}",
+            "POST /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}/rotate-secret",
+            "GET /api/v1/tenants/{tenant_id}/webhooks/{webhook_id}/deliveries",
+            "GET /api/v1/tenants/{tenant_id}/webhook-deliveries",
+            "GET /api/v1/tenants/{tenant_id}/webhook-deliveries/{delivery_id}",
+            "POST /api/v1/tenants/{tenant_id}/webhook-deliveries/{delivery_id}/redeliver",
+        ],
+        Permission.WEBHOOK_CONFIGURE,
+    ),
     "POST /api/v1/api-keys": Permission.API_KEY_CONFIGURE,
     "GET /api/v1/api-keys": Permission.API_KEY_CONFIGURE,
     "GET /api/v1/api-keys/{key_id}": Permission.API_KEY_CONFIGURE,
     "DELETE /api/v1/api-keys/{key_id}": Permission.API_KEY_CONFIGURE,
+    "POST /api/v1/schedules": Permission.SCHEDULE_MANAGE,
+    "GET /api/v1/schedules": Permission.SCHEDULE_READ,
+    "GET /api/v1/schedules/{schedule_id}": Permission.SCHEDULE_READ,
+    "PATCH /api/v1/schedules/{schedule_id}": Permission.SCHEDULE_MANAGE,
+    "POST /api/v1/schedules/{schedule_id}/pause": Permission.SCHEDULE_MANAGE,
+    "POST /api/v1/schedules/{schedule_id}/resume": Permission.SCHEDULE_MANAGE,
+    "DELETE /api/v1/schedules/{schedule_id}": Permission.SCHEDULE_MANAGE,
+    "GET /api/v1/schedules/{schedule_id}/tasks": Permission.SCHEDULE_READ,
 }
 
 

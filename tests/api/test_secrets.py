@@ -326,7 +326,7 @@ async def test_the_service_masks_every_value_it_holds_in_its_log_lines(
             async with fresh.client(tenant, roles=ADMIN) as admin:
                 response = await admin.put(_url(tenant, "HERE"), json={"value": set_here})
             assert response.status_code == 201, response.text
-            logger.warning("sending Authorization: Bearer %s", set_here)
+            logger.warning("sending X-Api-Key: %s", set_here)
             # Another instance sets one; a run here opens it.
             elsewhere = SecretVault.from_settings(fresh.state.database, settings)
             sealed = elsewhere.seal(tenant, "ELSEWHERE", set_elsewhere)
@@ -346,7 +346,7 @@ async def test_the_service_masks_every_value_it_holds_in_its_log_lines(
         root.removeHandler(handler)
 
     lines = out.getvalue()
-    assert "app.tools.builtin.web sending Authorization: Bearer [secret]" in lines
+    assert "app.tools.builtin.web sending X-Api-Key: [secret]" in lines
     assert "ValueError: server said '[secret]'" in lines
     assert f"after shutdown: {set_here}" in lines
     assert set_elsewhere not in lines

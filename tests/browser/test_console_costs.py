@@ -11,7 +11,7 @@ from playwright.async_api import Page, Request, expect
 
 from tests.api.helpers import configure, define_agent, script_two_tool_task, stream, submit
 from tests.browser.conftest import OfflinePage
-from tests.browser.console import WAIT_MS, api_json, create_key, sign_in
+from tests.browser.console import WAIT_MS, api_json, console_url, create_key, sign_in
 from tests.fakes.openai_server import Reply
 from tests.service import MODEL, Service
 
@@ -180,7 +180,7 @@ async def test_a_member_sees_no_costs(
     await expect(navigation.get_by_role("link", name="Agents")).to_be_visible()
     await expect(navigation.get_by_role("link", name="Costs")).to_have_count(0)
 
-    await page.goto(page.url.replace("/console/tasks", "/console/costs"))
+    await page.goto(console_url(service, "/costs"))
     await expect(page.get_by_text("Costs are visible to roles with the")).to_be_visible(
         timeout=WAIT_MS
     )

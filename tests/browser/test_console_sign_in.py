@@ -22,7 +22,7 @@ async def test_a_person_signs_in_with_an_api_key_and_sees_their_tenant(
     await expect(navigation.get_by_role("link")).to_have_text(
         # A member: no costs, no settings; approvals (a submitter may decide where the agent
         # allows it).
-        ["Tasks", "Approvals", "Conversations", "Agents"]
+        ["Tasks", "Approvals", "Conversations", "Agents", "Schedules"]
     )
     await expect(page).to_have_url(console_url(service, "/tasks"))
 

@@ -58,12 +58,13 @@ def test_a_masker_with_nothing_learnt_changes_nothing() -> None:
 
 def test_messages_and_their_arguments_are_masked(written: io.StringIO) -> None:
     logger = logging.getLogger("tests.masking")
-    logger.warning("calling with %s and %r", TOKEN, {"auth": f"Bearer {TOKEN}"})
+    # Not a `Bearer` value: that is masked as a credential by whichever masking sees it first.
+    logger.warning("calling with %s and %r", TOKEN, {"auth": f"token {TOKEN}"})
     logger.error(f"inline {TOKEN}")
 
     lines = written.getvalue().splitlines()
     assert lines == [
-        "WARNING calling with [secret] and {'auth': 'Bearer [secret]'}",
+        "WARNING calling with [secret] and {'auth': 'token [secret]'}",
         "ERROR inline [secret]",
     ]
 

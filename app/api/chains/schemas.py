@@ -4,7 +4,7 @@ so the chain and step routes splice stored step documents into the rendered enve
 from datetime import datetime
 from uuid import UUID
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from app.chain import ChainMetrics, ChainStatus, ErrorCode, ReasoningStep
 from app.security.visibility import StepSummary
@@ -16,6 +16,12 @@ class ChainSummary(BaseModel):
     task_id: UUID
     agent_id: str
     parent_chain_id: UUID | None
+    replayed_from: UUID | None = Field(
+        default=None, description="The chain a replay took every step from."
+    )
+    forked_from: UUID | None = Field(
+        default=None, description="The chain a fork took its first steps from."
+    )
     status: ChainStatus
     metrics: ChainMetrics
     error_code: ErrorCode | None

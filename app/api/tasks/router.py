@@ -11,7 +11,21 @@ from app.api.deps import ReadConnection, State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.sse import EVENT_STREAM, EventStreamResponse
-from app.api.tasks.schemas import TaskAccepted, TaskOut, TaskPage, stream_url
+from app.api.tasks.idempotency import (
+    IDEMPOTENCY_KEY_HEADER,
+    IDEMPOTENCY_KEY_PATTERN,
+    REPLAYED_HEADER,
+    submit_once,
+)
+from app.api.tasks.replays import fork_task, replay_task
+from app.api.tasks.schemas import (
+    ForkRequest,
+    ReplayRequest,
+    TaskAccepted,
+    TaskOut,
+    TaskPage,
+    stream_url,
+)
 from app.api.tasks.service import (
     MAX_SEQ,
     cancel_task,
@@ -24,6 +38,7 @@ from app.api.tasks.service import (
 )
 from app.chain import TaskState
 from app.runs import TaskSubmission
+from app.runs.manager import SubmittedTask
 from app.runs.models import AGENT_NAME_PATTERN
 from app.storage.pagination import MAX_PAGE_SIZE, Cursor
 from app.storage.tasks import TaskRepository
@@ -48,14 +63,33 @@ async def submit_task(
     caller: RequireTaskCreate,
     state: State,
     accept: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias=IDEMPOTENCY_KEY_HEADER,
+            pattern=IDEMPOTENCY_KEY_PATTERN,
+            description="Makes a retry safe: the same key with the same body (from the same "
+            "caller, within 24 h) answers with the task the first submission made, with "
+            f"`{REPLAYED_HEADER}: true`, and starts nothing; with another body it is refused "
+            "(422 `idempotency-key-reused`). Visible ASCII, up to 255 characters.",
+        ),
+    ] = None,
 ) -> Response:
     """Starts the task and answers at once; with `Accept: text/event-stream` the answer is
     the task's stream itself (as the caller may see it). Tools the caller's roles may not use
     are refused (403), tools the tenant did not enable are unknown (422), a model the tenant
     did not approve is refused (422 `model-not-approved`); over the tenant's
-    `submissions_per_minute` or `concurrent_runs` the answer is 429 with `Retry-After`."""
-    submitted = await start_task(state, caller, submission)
+    `submissions_per_minute` or `concurrent_runs` the answer is 429 with `Retry-After`.
+    A repeat with an `Idempotency-Key` answers as the first did (202, or the stream from its
+    start), naming the same task in its current state."""
+    replayed = False
+    if idempotency_key is None:
+        submitted = await start_task(state, caller, submission)
+    else:
+        submitted, replayed = await submit_once(state, caller, submission, idempotency_key)
     location = {"Location": f"/api/v1/tasks/{submitted.task_id}"}
+    if replayed:
+        location[REPLAYED_HEADER] = "true"
     if accept is not None and EVENT_STREAM in accept:
         task = await find_task(state, caller, submitted.task_id)
         return EventStreamResponse(
@@ -83,11 +117,15 @@ async def list_tasks(
     ] = None,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
+    schedule_id: Annotated[
+        UUID | None, Query(description="Only the tasks this schedule's firings made.")
+    ] = None,
 ) -> TaskPage:
     """The caller's tenant's tasks, newest first."""
     page = await TaskRepository(connection, caller.tenant_id).page(
         status=status,
         agent=agent,
+        schedule_id=schedule_id,
         cursor=Cursor.decode(cursor) if cursor else None,
         limit=limit,
     )
@@ -106,6 +144,63 @@ async def cancel(task_id: UUID, caller: RequireTaskCancel, state: State) -> Task
     """Stops the run, even mid-call; the chain ends `cancelled` with its steps and costs so
     far. Members cancel their own tasks, tenant admins any. A finished task answers 409."""
     return TaskOut.of(await cancel_task(state, caller, task_id))
+
+
+@router.post(
+    "/{task_id}/replay",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=TaskAccepted,
+    summary="Replay a task",
+    responses=problems(401, 403, 404, 409, 422, 429),
+)
+async def replay(
+    task_id: UUID, request: ReplayRequest, caller: RequireTaskCreate, state: State
+) -> JSONResponse:
+    """Starts a new task that runs the finished task again, every LLM and tool result taken
+    from its chain: no model or tool is called and nothing is billed. Its `replay_report`
+    says whether it reproduced the chain step for step, or where it first diverged and how
+    (the task then ends `failed`, `replay_diverged`). An unfinished task answers 409."""
+    submitted = await replay_task(state, caller, task_id, agent=request.agent, match=request.match)
+    return _accepted(submitted)
+
+
+@router.post(
+    "/{task_id}/fork",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=TaskAccepted,
+    summary="Fork a task",
+    responses=problems(401, 403, 404, 422, 429),
+)
+async def fork(
+    task_id: UUID, request: ForkRequest, caller: RequireTaskCreate, state: State
+) -> JSONResponse:
+    """Starts a new task that takes the task's steps up to `from_step` as recorded (at no
+    cost) and goes on live from there, with another agent version, model or input: what if
+    that step had gone differently."""
+    submitted = await fork_task(
+        state,
+        caller,
+        task_id,
+        from_step=request.from_step,
+        agent=request.agent,
+        model=request.model,
+        input=request.input,
+    )
+    return _accepted(submitted)
+
+
+def _accepted(submitted: SubmittedTask) -> JSONResponse:
+    accepted = TaskAccepted(
+        task_id=submitted.task_id,
+        chain_id=submitted.chain_id,
+        status=submitted.status,
+        stream_url=stream_url(submitted.task_id),
+    )
+    return JSONResponse(
+        accepted.model_dump(mode="json"),
+        status_code=status.HTTP_202_ACCEPTED,
+        headers={"Location": f"/api/v1/tasks/{submitted.task_id}"},
+    )
 
 
 @router.get(

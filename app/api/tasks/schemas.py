@@ -4,9 +4,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.chain import Budget, ChainMetrics, ErrorCode, TaskState
+from app.chain.replay import ReplayMatch, ReplayReport
+from app.runs.models import MAX_INPUT_CHARS, AgentRef
 from app.storage.records import TaskRecord
 
 
@@ -19,6 +21,54 @@ class TaskAccepted(BaseModel):
     chain_id: UUID
     status: TaskState
     stream_url: str
+
+
+class ReplayRequest(BaseModel):
+    """A replay of a finished task: run again with every LLM and tool result taken from its
+    chain (no model or tool is called, nothing is billed), compared step for step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: AgentRef | None = Field(
+        default=None,
+        description="The agent version to replay with (default: the one the task ran): pin a "
+        "new version to see what its changes do against the recorded replies.",
+    )
+    match: ReplayMatch = Field(
+        default=ReplayMatch.REQUESTS,
+        description="What each step must repeat: `requests` (everything, the requests sent "
+        "to models included: a changed prompt shows at the first LLM call) or `actions` (the "
+        "agent's tool calls, thoughts and answers; models get the recorded replies anyway: a "
+        "check of parsers and of what the agent does with the same replies).",
+    )
+
+
+class ForkRequest(BaseModel):
+    """A fork of a task: its steps up to `from_step` as recorded (not billed again), then on
+    live with the changes given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_step: int = Field(
+        ge=1,
+        le=2**31 - 1,
+        description="The last step taken as recorded; not between a call and its result.",
+    )
+    agent: AgentRef | None = Field(
+        default=None, description="The agent version that goes on (default: the task's)."
+    )
+    model: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="The model of the live calls (default: the task's).",
+    )
+    input: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_INPUT_CHARS,
+        description="A new input for the live part (default: the task's input or messages).",
+    )
 
 
 class AgentVersionRef(BaseModel):
@@ -61,6 +111,21 @@ class TaskOut(BaseModel):
     error_message: str | None
     usage: ChainMetrics
     user_id: str
+    schedule_id: UUID | None = Field(
+        default=None, description="The schedule whose firing made it (null: submitted)."
+    )
+    replayed_from: UUID | None = Field(
+        default=None, description="The task this one replays (every result from its chain)."
+    )
+    replay_report: ReplayReport | None = Field(
+        default=None,
+        description="A replay's outcome, once it has ended: whether it reproduced its task's "
+        "chain step for step, else the first step where it diverged and how.",
+    )
+    forked_from: UUID | None = Field(
+        default=None, description="The task this one forks (its steps up to `fork_step`)."
+    )
+    fork_step: int | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -91,6 +156,11 @@ class TaskOut(BaseModel):
             error_message=task.error_message,
             usage=task.usage,
             user_id=task.user_id,
+            schedule_id=task.schedule_id,
+            replayed_from=task.replayed_from,
+            replay_report=task.replay_report,
+            forked_from=task.forked_from,
+            fork_step=task.fork_step,
             created_at=task.created_at,
             started_at=task.started_at,
             finished_at=task.finished_at,

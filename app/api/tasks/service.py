@@ -1,12 +1,16 @@
 """Task operations on behalf of a caller, each within the caller's tenant."""
 
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 from uuid import UUID
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.api.access import Caller
 from app.api.auditing import chain_read
 from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
+from app.api.webhooks.service import check_task_webhook, subscriptions_of
 from app.governance.api_keys import KeyGrant
 from app.governance.audit import AuditAction
 from app.governance.tenants import Tenant
@@ -23,6 +27,7 @@ from app.runs.streams import task_stream
 from app.security import Principal
 from app.security.rbac import Permission, cancels_any_task, permissions_of
 from app.storage.conversations import ConversationRepository
+from app.storage.idempotency import KeyClaim
 from app.storage.records import ConversationRecord, TaskRecord
 from app.storage.run_log import ConversationBusy
 from app.storage.tasks import TaskRepository
@@ -30,10 +35,20 @@ from app.tools.approvals import ApprovalRules
 from app.tools.errors import FieldError
 
 
-async def submit_task(state: AppState, caller: Caller, submission: TaskSubmission) -> SubmittedTask:
+async def submit_task(
+    state: AppState,
+    caller: Caller,
+    submission: TaskSubmission,
+    *,
+    idempotency: KeyClaim | None = None,
+    schedule_id: UUID | None = None,
+) -> SubmittedTask:
     """Resolves the task's agent (and, for a conversation's turn, its history), then starts
     it. A conversation's turn runs the conversation's agent unless the task pins another
-    version of it."""
+    version of it. `idempotency` is the key stored with the task; `schedule_id` tags a
+    schedule's firing."""
+    if submission.webhook_url is not None:
+        await check_task_webhook(state, caller.tenant, submission.webhook_url)
     turn: Turn | None = None
     ref = submission.agent
     conversation_files: list[UUID] = []
@@ -64,7 +79,14 @@ async def submit_task(state: AppState, caller: Caller, submission: TaskSubmissio
         state, caller.tenant_id, submission.file_ids or [], given=conversation_files
     )
     return await state.runs.submit(
-        caller.principal, submission, await run_policy(state, caller), agent, turn, attachments
+        caller.principal,
+        submission,
+        await run_policy(state, caller),
+        agent,
+        turn,
+        attachments,
+        idempotency=idempotency,
+        schedule_id=schedule_id,
     )
 
 
@@ -87,17 +109,26 @@ async def load_run(state: AppState, task: TaskRecord) -> RunStart:
     submission = TaskSubmission.model_validate(task.request)
     async with state.database.read() as connection:
         agent = await agent_version(connection, task.tenant_id, task.agent_name, task.agent_version)
-        history = (
-            []
-            if task.conversation_id is None or task.turn is None
-            else await history_before(connection, task.tenant_id, task.conversation_id, task.turn)
-        )
+        history = await turn_history(connection, task)
     if agent is None:
         raise Unresumable(f"its agent version {task.agent_name}@{task.agent_version} is gone")
     given = [UUID(file_id) for file_id in task.file_ids or []]
     attachments = await attached_files(state, task.tenant_id, [], given=given)
     policy = await policy_for(state, tenant, roles, permissions_of(roles), key)
     return RunStart(principal, submission, policy, agent, history, attachments)
+
+
+async def turn_history(connection: AsyncConnection, task: TaskRecord) -> list[dict[str, Any]]:
+    """The conversation before a task's turn; for a replay or a fork, before its recorded
+    task's turn (it is no turn itself, but starts from the same history)."""
+    while (source_id := task.replayed_from or task.forked_from) is not None:
+        source = await TaskRepository(connection, task.tenant_id).get(source_id)
+        if source is None:
+            raise Unresumable(f"the task it takes its steps from ({source_id}) is gone")
+        task = source
+    if task.conversation_id is None or task.turn is None:
+        return []
+    return await history_before(connection, task.tenant_id, task.conversation_id, task.turn)
 
 
 async def attached_files(
@@ -184,6 +215,7 @@ async def policy_for(
         approvals=None
         if tenant.record.approvals is None
         else ApprovalRules.model_validate(tenant.record.approvals),
+        webhooks=await subscriptions_of(state, tenant.id),
     )
 
 

@@ -21,6 +21,8 @@ from app.api.tenants.schemas import (
     AuditEventOut,
     AuditPage,
     NetworkSettings,
+    RetentionOut,
+    RetentionSettings,
     TenantCreate,
     TenantOut,
     TenantPage,
@@ -29,10 +31,12 @@ from app.api.tenants.schemas import (
 )
 from app.api.tenants.service import (
     create_tenant,
+    retention_of,
     set_approvals,
     set_models,
     set_network,
     set_quotas,
+    set_retention,
     set_tools,
     set_visibility,
     update_tenant,
@@ -263,6 +267,33 @@ async def put_models(
     tenant = await caller.scope(state, tenant_id)
     record = await set_models(state, caller, tenant, policy)
     return ModelPolicy.model_validate(record.models)
+
+
+@router.get(
+    "/{tenant_id}/retention",
+    summary="How long a tenant's data is kept",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_retention(tenant_id: str, caller: RequireTenantManage, state: State) -> RetentionOut:
+    tenant = await caller.scope(state, tenant_id)
+    return retention_of(state, tenant.record)
+
+
+@router.put(
+    "/{tenant_id}/retention",
+    summary="Set how long a tenant's data is kept",
+    responses=problems(401, 403, 404, 422),
+)
+async def put_retention(
+    tenant_id: str, body: RetentionSettings, caller: RequireTenantManage, state: State
+) -> RetentionOut:
+    """Days from 1 to 3650; `null` (or left out) follows the platform's default
+    (`OMNIFORGE_RETENTION_DAYS`, `OMNIFORGE_AUDIT_RETENTION_DAYS`). The daily purge deletes
+    finished tasks, idle conversations and files past `retention_days`, and audit events past
+    `audit_retention_days`; running, queued and waiting tasks are never purged. Audited with
+    the settings before and after."""
+    tenant = await caller.scope(state, tenant_id)
+    return retention_of(state, await set_retention(state, caller, tenant, body))
 
 
 @router.get(

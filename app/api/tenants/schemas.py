@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from app.config import MAX_RETENTION_DAYS
 from app.runs.models import ToolName
 from app.storage.records import AuditRecord, TenantRecord
 
@@ -121,3 +122,32 @@ class AuditEventOut(BaseModel):
 class AuditPage(BaseModel):
     items: list[AuditEventOut]
     next_cursor: str | None
+
+
+RetentionDays = Annotated[int, Field(ge=1, le=MAX_RETENTION_DAYS)]
+
+
+class RetentionSettings(BaseModel):
+    """How long a tenant's data is kept, in days; `null`: the platform's default."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"retention_days": 30, "audit_retention_days": 730}]},
+    )
+
+    retention_days: RetentionDays | None = Field(
+        default=None,
+        description="Finished tasks (chains, steps, events, costs), conversations after their "
+        "last activity, and uploaded files older than this are deleted by the daily purge. "
+        "The daily usage roll-up and the deleted tasks' daily cost sums stay.",
+    )
+    audit_retention_days: RetentionDays | None = Field(
+        default=None, description="Audit events older than this are deleted by the purge."
+    )
+
+
+class RetentionOut(RetentionSettings):
+    """The tenant's settings and the periods that apply (its own, else the platform's)."""
+
+    effective_retention_days: int
+    effective_audit_retention_days: int

@@ -8,11 +8,18 @@ from app.api.access import Caller
 from app.api.auditing import record_change
 from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
-from app.api.tenants.schemas import TenantCreate, TenantOut, TenantUpdate
+from app.api.tenants.schemas import (
+    RetentionOut,
+    RetentionSettings,
+    TenantCreate,
+    TenantOut,
+    TenantUpdate,
+)
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
 from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
+from app.governance.retention import RetentionDefaults, periods
 from app.governance.tenants import Tenant, quotas_columns
 from app.runs.errors import NotFound
 from app.security.visibility import VisibilityPolicy
@@ -94,6 +101,25 @@ async def set_approvals(
     document = rules.model_dump(mode="json", exclude_defaults=True)
     changes = {"approvals": document or None}
     return await _change(state, caller, tenant, AuditAction.APPROVALS_UPDATE, changes)
+
+
+async def set_retention(
+    state: AppState, caller: Caller, tenant: Tenant, settings: RetentionSettings
+) -> TenantRecord:
+    changes = settings.model_dump()
+    return await _change(state, caller, tenant, AuditAction.RETENTION_UPDATE, changes)
+
+
+def retention_of(state: AppState, record: TenantRecord) -> RetentionOut:
+    """A tenant's retention settings, with the periods that apply to it."""
+    defaults = RetentionDefaults(state.settings.retention_days, state.settings.audit_retention_days)
+    days, audit_days = periods(record, defaults)
+    return RetentionOut(
+        retention_days=record.retention_days,
+        audit_retention_days=record.audit_retention_days,
+        effective_retention_days=days,
+        effective_audit_retention_days=audit_days,
+    )
 
 
 async def set_quotas(

@@ -47,10 +47,13 @@ class AsyncTasks(_Resource):
         input: str | None = None,
         *,
         messages: Sequence[Mapping[str, Any]] | None = None,
+        idempotency_key: str | None = None,
         **options: Unpack[TaskOptions],
     ) -> TaskAccepted:
-        """Submits a task (a text `input` or chat `messages`); it runs on the service."""
-        return await self._client.send(_core.submit_task(input, messages, options))
+        """Submits a task (a text `input` or chat `messages`); it runs on the service. With
+        `idempotency_key`, a retry with the same key and task answers with the task the first
+        made (within 24 h) instead of starting another."""
+        return await self._client.send(_core.submit_task(input, messages, options, idempotency_key))
 
     async def get(self, task_id: Id) -> Task:
         return await self._client.send(_core.get_task(task_id))
@@ -219,7 +222,7 @@ class AsyncOmniForge:
 
     async def send(self, call: Call[T]) -> T:
         response = await self._http.request(
-            call.method, call.path, params=call.params, json=call.body
+            call.method, call.path, params=call.params, json=call.body, headers=call.headers
         )
         return call.result(response)
 

@@ -87,6 +87,7 @@ class Call(Generic[T_co]):
     read: Callable[[httpx.Response], T_co]
     params: Query | None = None
     body: Any = None
+    headers: Mapping[str, str] | None = None
 
     def result(self, response: httpx.Response) -> T_co:
         """The answer's value; a refusal raises its typed error (the body must be read)."""
@@ -132,12 +133,22 @@ def _body(values: Mapping[str, Any]) -> Any:
 
 
 def submit_task(
-    input: str | None, messages: Sequence[Mapping[str, Any]] | None, options: TaskOptions
+    input: str | None,
+    messages: Sequence[Mapping[str, Any]] | None,
+    options: TaskOptions,
+    idempotency_key: str | None = None,
 ) -> Call[TaskAccepted]:
     if (input is None) == (messages is None):
         raise ValueError("give either input or messages")
     first: dict[str, Any] = {"input": input} if input is not None else {"messages": messages}
-    return Call("POST", f"{API}/tasks", _model(TaskAccepted), body=_body({**first, **options}))
+    headers = None if idempotency_key is None else {"Idempotency-Key": idempotency_key}
+    return Call(
+        "POST",
+        f"{API}/tasks",
+        _model(TaskAccepted),
+        body=_body({**first, **options}),
+        headers=headers,
+    )
 
 
 def get_task(task_id: Id) -> Call[Task]:

@@ -46,10 +46,13 @@ class Tasks(_Resource):
         input: str | None = None,
         *,
         messages: Sequence[Mapping[str, Any]] | None = None,
+        idempotency_key: str | None = None,
         **options: Unpack[TaskOptions],
     ) -> TaskAccepted:
-        """Submits a task (a text `input` or chat `messages`); it runs on the service."""
-        return self._client.send(_core.submit_task(input, messages, options))
+        """Submits a task (a text `input` or chat `messages`); it runs on the service. With
+        `idempotency_key`, a retry with the same key and task answers with the task the first
+        made (within 24 h) instead of starting another."""
+        return self._client.send(_core.submit_task(input, messages, options, idempotency_key))
 
     def get(self, task_id: Id) -> Task:
         return self._client.send(_core.get_task(task_id))
@@ -217,7 +220,9 @@ class OmniForge:
         return self.send(_core.me())
 
     def send(self, call: Call[T]) -> T:
-        response = self._http.request(call.method, call.path, params=call.params, json=call.body)
+        response = self._http.request(
+            call.method, call.path, params=call.params, json=call.body, headers=call.headers
+        )
         return call.result(response)
 
     def paginate(self, page: Callable[[str | None], Call[Page[ItemT]]]) -> Iterator[ItemT]:

@@ -97,6 +97,10 @@ class TaskFinished(Conflict):
     pass
 
 
+class TaskUnfinished(Conflict):
+    """The task has not finished: it cannot be replayed (or erased) yet."""
+
+
 class TaskRunningElsewhere(Conflict):
     @property
     def runner(self) -> str | None:
@@ -143,6 +147,10 @@ class ValidationFailed(APIError):
     """Invalid input; `errors` name each offending field."""
 
 
+class IdempotencyKeyReused(ValidationFailed):
+    """The `Idempotency-Key` was used with another request within its lifetime."""
+
+
 class ModelNotApproved(ValidationFailed):
     @property
     def approved(self) -> list[str]:
@@ -187,6 +195,8 @@ _BY_SLUG: dict[str, type[APIError]] = {
     "not-found": NotFound,
     "method-not-allowed": MethodNotAllowed,
     "task-finished": TaskFinished,
+    "task-unfinished": TaskUnfinished,
+    "idempotency-key-reused": IdempotencyKeyReused,
     "task-running-elsewhere": TaskRunningElsewhere,
     "tenant-exists": TenantExists,
     "agent-exists": AgentExists,

@@ -29,6 +29,7 @@ class TurnOptions(TypedDict, total=False):
     agent: str
     stream_output: bool
     file_ids: Sequence[UUID | str]
+    webhook_url: str
 
 
 class TaskOptions(TurnOptions, total=False):

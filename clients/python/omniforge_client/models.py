@@ -110,6 +110,31 @@ class AgentVersionRef(ApiModel):
     version: int
 
 
+class StepDifference(ApiModel):
+    """The first step where a replay did not repeat its recording."""
+
+    api_schema = "StepDifference"
+
+    step_number: int
+    recorded: str | None
+    replayed: str | None
+    field: str | None = None
+    recorded_value: str | None = None
+    replayed_value: str | None = None
+
+
+class ReplayReport(ApiModel):
+    """Whether a replay reproduced its recording step for step."""
+
+    api_schema = "ReplayReport"
+
+    reproduced: bool
+    match: Literal["requests", "actions"]
+    recorded_steps: int
+    matched_steps: int
+    divergence: StepDifference | None = None
+
+
 class Task(ApiModel):
     api_schema = "TaskOut"
 
@@ -132,6 +157,11 @@ class Task(ApiModel):
     error_message: str | None
     usage: ChainMetrics
     user_id: str
+    schedule_id: UUID | None = None
+    replayed_from: UUID | None = None
+    replay_report: ReplayReport | None = None
+    forked_from: UUID | None = None
+    fork_step: int | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -238,6 +268,7 @@ class ReasoningStep(ApiModel):
     synthesis: SynthesisInfo | None = None
     visibility: VisibilityConfig = Field(default_factory=VisibilityConfig)
     parent_step_id: UUID | None = None
+    copied_from: UUID | None = None
 
 
 class SummaryVisibility(ApiModel):
@@ -283,6 +314,8 @@ class Chain(ApiModel):
     task_id: UUID
     agent_id: str
     parent_chain_id: UUID | None
+    replayed_from: UUID | None = None
+    forked_from: UUID | None = None
     status: ChainStatus
     metrics: ChainMetrics
     error_code: ErrorCode | None

@@ -189,3 +189,18 @@ async def test_no_or_a_wrong_credential_raises_unauthorized(service: Service, te
 def test_a_client_takes_an_api_key_or_a_token_not_both() -> None:
     with pytest.raises(ValueError, match="not both"):
         OmniForge("http://127.0.0.1:1", api_key="a", token="b")
+
+
+async def test_a_retried_submission_with_an_idempotency_key_makes_one_task(
+    service: Service, tenant: str
+) -> None:
+    async with AsyncOmniForge(service.base_url, token=service.token(tenant)) as client:
+        first = await client.tasks.create("What is 6 * 7?", model="demo", idempotency_key="k-42")
+        again = await client.tasks.create("What is 6 * 7?", model="demo", idempotency_key="k-42")
+        with pytest.raises(ValidationFailed) as refused:
+            await client.tasks.create("What is 6 * 8?", model="demo", idempotency_key="k-42")
+        task = await client.tasks.wait(first.task_id)
+
+    assert again.task_id == first.task_id
+    assert refused.value.slug == "idempotency-key-reused"
+    assert task.status == "completed"

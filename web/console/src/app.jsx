@@ -8,6 +8,7 @@ import { AgentPage, AgentsPage } from "./pages/agents.jsx";
 import { ApprovalsPage } from "./pages/approvals.jsx";
 import { ConversationPage, ConversationsPage } from "./pages/conversations.jsx";
 import "./pages/costs.css";
+import { SchedulesPage } from "./pages/schedules.jsx";
 import { SettingsPage, canSeeSettings } from "./pages/settings.jsx";
 import { TaskPage } from "./pages/task.jsx";
 import { TasksPage } from "./pages/tasks.jsx";
@@ -44,6 +45,7 @@ const NAVIGATION = [
   },
   { to: "/conversations", label: "Conversations", allowed: (can) => can("task:read") },
   { to: "/agents", label: "Agents", allowed: (can) => can("task:read") },
+  { to: "/schedules", label: "Schedules", allowed: (can) => can("schedule:read") },
   { to: "/costs", label: "Costs", allowed: (can) => can("cost:view") },
   { to: "/settings", label: "Settings", allowed: (can) => canSeeSettings(can) },
 ];
@@ -57,6 +59,7 @@ const ROUTES = [
   [/^\/conversations\/([0-9a-f-]{36})$/, ConversationPage],
   [/^\/agents$/, AgentsPage],
   [/^\/agents\/([a-z][a-z0-9_-]{0,63})$/, AgentPage],
+  [/^\/schedules$/, SchedulesPage],
   [/^\/costs$/, CostsPage],
   [/^\/settings$/, SettingsPage],
 ];

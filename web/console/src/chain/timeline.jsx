@@ -26,6 +26,11 @@ function StepHead({ step, label, children }) {
         #{step.step_number}
       </span>
       <span class="step-label">{label}</span>
+      {step.copied_from && (
+        <span class="badge recorded" title="Taken as recorded from the task this one replays or forks: no call made, nothing billed">
+          recorded
+        </span>
+      )}
       {children}
       <time class="step-time muted" dateTime={step.timestamp} title={when(step.timestamp)}>
         {clock(step.timestamp)}

@@ -9,6 +9,7 @@ import { useAction, useApi, usePaged } from "../hooks.js";
 import { Link, navigate } from "../router.jsx";
 import { useSession } from "../session.js";
 import { inputText } from "../chain/labels.js";
+import { EraseButton } from "../erase.jsx";
 import { draftAnswer, isFinished, isLLMCall, pendingApprovals } from "../chain/model.js";
 import { useTaskChain } from "../chain/use-chain.js";
 import "./chain.css";
@@ -250,6 +251,7 @@ export function ConversationPage({ params }) {
           {data.user_id}
         </span>
       }
+      actions={<EraseButton kind="conversation" id={data.id} />}
     >
       <Card class="conversation-totals">
         <div class="stats">

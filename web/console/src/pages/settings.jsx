@@ -8,8 +8,10 @@ import { KeysSection } from "../settings/keys.jsx";
 import { McpSection } from "../settings/mcp.jsx";
 import { ModelsSection } from "../settings/models.jsx";
 import { QuotasSection } from "../settings/quotas.jsx";
+import { RetentionSection } from "../settings/retention.jsx";
 import { SecretsSection } from "../settings/secrets.jsx";
 import { VisibilitySection } from "../settings/visibility.jsx";
+import { WebhooksSection } from "../settings/webhooks.jsx";
 
 const SECTIONS = [
   {
@@ -61,6 +63,20 @@ const SECTIONS = [
     permission: "api_key:configure",
     about: "Keys for scripts and services; a new key's secret is shown once.",
     Component: KeysSection,
+  },
+  {
+    id: "webhooks",
+    label: "Webhooks",
+    permission: "webhook:configure",
+    about: "Endpoints told when tasks end, wait for an approval or near their budget; their deliveries and attempts.",
+    Component: WebhooksSection,
+  },
+  {
+    id: "retention",
+    label: "Retention",
+    permission: "tenant:manage",
+    about: "How long finished tasks, idle conversations, files and audit events are kept before the daily purge deletes them.",
+    Component: RetentionSection,
   },
 ];
 

@@ -9,8 +9,10 @@ import { Link } from "../router.jsx";
 import { useSession } from "../session.js";
 import { agentLabel, inputText, mayCancel, remainingBudget, wallTime } from "../chain/labels.js";
 import { draftAnswer, isFinished, pendingApprovals } from "../chain/model.js";
+import { Origin, ReplayAndFork, ReplayReport } from "../chain/replays.jsx";
 import { Timeline } from "../chain/timeline.jsx";
 import { useTaskChain } from "../chain/use-chain.js";
+import { EraseButton } from "../erase.jsx";
 import "./chain.css";
 
 function Metrics({ task, metrics, live }) {
@@ -165,6 +167,7 @@ export function TaskPage({ params }) {
               turn {task.turn} of a conversation
             </Link>
           )}
+          <Origin task={task} />
           <span class="muted">created {when(task.created_at)}</span>
         </span>
       }
@@ -176,6 +179,7 @@ export function TaskPage({ params }) {
             </span>
           )}
           <CancelButton task={shown} onCancelled={(cancelled) => setTask(cancelled)} />
+          <EraseButton kind="task" id={task.id} />
         </>
       }
     >
@@ -187,6 +191,11 @@ export function TaskPage({ params }) {
           <Answer task={shown} chain={chain} />
         </Card>
       </div>
+      {task.replay_report && (
+        <Card title="Replay">
+          <ReplayReport report={task.replay_report} />
+        </Card>
+      )}
       <Card title="Usage">
         <Metrics task={task} metrics={chain.metrics ?? task.usage} live={!isFinished(status)} />
       </Card>
@@ -206,6 +215,12 @@ export function TaskPage({ params }) {
           Budget warning: {chain.warning.limits.join(", ")} is 80% used.
           {remainingBudget(chain.warning.metrics) && ` Left: ${remainingBudget(chain.warning.metrics)}.`}
         </div>
+      )}
+      {readsChain && can("task:create") && isFinished(status) && (
+        <details class="card replay-card">
+          <summary>Replay or fork this task</summary>
+          <ReplayAndFork task={task} steps={chain.steps.length} />
+        </details>
       )}
       <Card title="Chain" actions={<span class="mono muted">{shortId(task.chain_id)}</span>}>
         {!readsChain ? (

@@ -1,0 +1,1 @@
+"""The schedules resource of the API."""

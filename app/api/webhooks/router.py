@@ -1,0 +1,214 @@
+"""/api/v1/tenants/{tenant_id}/webhooks: a tenant's webhook endpoints, the secret of its tasks'
+one-off webhooks, and the deliveries with their attempts."""
+
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Query, Response, status
+
+from app.api.access import RequireWebhookConfigure
+from app.api.deps import State
+from app.api.errors import problems
+from app.api.inputs import CheckedRoute
+from app.api.webhooks.schemas import (
+    DeliveryDetail,
+    DeliveryList,
+    DeliveryOut,
+    TaskSecretOut,
+    WebhookCreate,
+    WebhookCreated,
+    WebhookList,
+    WebhookOut,
+    WebhookUpdate,
+)
+from app.api.webhooks.service import (
+    create_webhook,
+    delete_webhook,
+    list_deliveries,
+    list_webhooks,
+    read_delivery,
+    read_task_secret,
+    read_webhook,
+    redeliver,
+    rotate_secret,
+    rotate_task_secret,
+    update_webhook,
+)
+
+router = APIRouter(prefix="/api/v1/tenants", tags=["webhooks"], route_class=CheckedRoute)
+
+_ALL = "/{tenant_id}/webhooks"
+_ONE = _ALL + "/{webhook_id}"
+_TASK_SECRET = _ALL + "/task-secret"
+_DELIVERY = "/{tenant_id}/webhook-deliveries/{delivery_id}"
+Limit = Annotated[int, Query(ge=1, le=200, description="At most this many, newest first.")]
+TaskFilter = Annotated[UUID | None, Query(description="Only this task's deliveries.")]
+
+
+@router.post(
+    _ALL,
+    status_code=status.HTTP_201_CREATED,
+    summary="Register a webhook endpoint",
+    responses=problems(401, 403, 404, 422),
+)
+async def post_webhook(
+    tenant_id: str, body: WebhookCreate, caller: RequireWebhookConfigure, state: State
+) -> WebhookCreated:
+    """The endpoint receives the events it names, each a POST in the Standard Webhooks format
+    signed with its secret, which this answer shows once. Its URL must pass the SSRF guard
+    (private and loopback addresses only where the tenant's or the operator's network
+    allow-list admits them), now and at every delivery. Audited (`webhook.create`)."""
+    tenant = await caller.scope(state, tenant_id)
+    return await create_webhook(state, caller, tenant, body)
+
+
+@router.get(
+    _ALL, summary="List a tenant's webhook endpoints", responses=problems(401, 403, 404, 422)
+)
+async def get_webhooks(
+    tenant_id: str, caller: RequireWebhookConfigure, state: State
+) -> WebhookList:
+    """Oldest first; secrets are never shown again."""
+    tenant = await caller.scope(state, tenant_id)
+    return await list_webhooks(state, tenant)
+
+
+@router.get(
+    _TASK_SECRET,
+    summary="Read the secret of tasks' one-off webhooks",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_task_secret(
+    tenant_id: str, caller: RequireWebhookConfigure, state: State
+) -> TaskSecretOut:
+    """What signs the deliveries to a task's own `webhook_url`: one secret per tenant, made on
+    first use."""
+    tenant = await caller.scope(state, tenant_id)
+    return await read_task_secret(state, tenant)
+
+
+@router.post(
+    _TASK_SECRET + "/rotate",
+    summary="Replace the secret of tasks' one-off webhooks",
+    responses=problems(401, 403, 404, 422),
+)
+async def post_task_secret_rotation(
+    tenant_id: str, caller: RequireWebhookConfigure, state: State
+) -> TaskSecretOut:
+    """Deliveries from now on are signed with the new secret. Audited."""
+    tenant = await caller.scope(state, tenant_id)
+    return await rotate_task_secret(state, caller, tenant)
+
+
+@router.get(_ONE, summary="Read a webhook endpoint", responses=problems(401, 403, 404, 422))
+async def get_webhook(
+    tenant_id: str, webhook_id: UUID, caller: RequireWebhookConfigure, state: State
+) -> WebhookOut:
+    tenant = await caller.scope(state, tenant_id)
+    return await read_webhook(state, tenant, webhook_id)
+
+
+@router.patch(_ONE, summary="Change a webhook endpoint", responses=problems(401, 403, 404, 422))
+async def patch_webhook(
+    tenant_id: str,
+    webhook_id: UUID,
+    body: WebhookUpdate,
+    caller: RequireWebhookConfigure,
+    state: State,
+) -> WebhookOut:
+    """Changes the fields given; `enabled: false` pauses it: runs make no new deliveries to
+    it, and those stored wait until it is enabled again. Audited (`webhook.update`)."""
+    tenant = await caller.scope(state, tenant_id)
+    return await update_webhook(state, caller, tenant, webhook_id, body)
+
+
+@router.delete(
+    _ONE,
+    status_code=status.HTTP_204_NO_CONTENT,
+    summary="Remove a webhook endpoint",
+    responses=problems(401, 403, 404, 422),
+)
+async def delete_one(
+    tenant_id: str, webhook_id: UUID, caller: RequireWebhookConfigure, state: State
+) -> Response:
+    """Its deliveries go with it. Audited (`webhook.delete`)."""
+    tenant = await caller.scope(state, tenant_id)
+    await delete_webhook(state, caller, tenant, webhook_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    _ONE + "/rotate-secret",
+    summary="Replace a webhook endpoint's secret",
+    responses=problems(401, 403, 404, 422),
+)
+async def post_rotation(
+    tenant_id: str, webhook_id: UUID, caller: RequireWebhookConfigure, state: State
+) -> WebhookCreated:
+    """The new secret, shown this once; attempts from now on are signed with it. Audited."""
+    tenant = await caller.scope(state, tenant_id)
+    return await rotate_secret(state, caller, tenant, webhook_id)
+
+
+@router.get(
+    _ONE + "/deliveries",
+    summary="List a webhook endpoint's deliveries",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_endpoint_deliveries(
+    tenant_id: str,
+    webhook_id: UUID,
+    caller: RequireWebhookConfigure,
+    state: State,
+    task_id: TaskFilter = None,
+    limit: Limit = 50,
+) -> DeliveryList:
+    """Newest first, each with its status and how its last attempt went."""
+    tenant = await caller.scope(state, tenant_id)
+    return await list_deliveries(
+        state, tenant, webhook_id=webhook_id, task_id=task_id, one_off=False, limit=limit
+    )
+
+
+@router.get(
+    "/{tenant_id}/webhook-deliveries",
+    summary="List a tenant's webhook deliveries",
+    responses=problems(401, 403, 404, 422),
+)
+async def get_deliveries(
+    tenant_id: str,
+    caller: RequireWebhookConfigure,
+    state: State,
+    task_id: TaskFilter = None,
+    one_off: Annotated[bool, Query(description="Only those to tasks' own `webhook_url`.")] = False,
+    limit: Limit = 50,
+) -> DeliveryList:
+    """Every endpoint's and tasks' one-off ones, newest first."""
+    tenant = await caller.scope(state, tenant_id)
+    return await list_deliveries(
+        state, tenant, webhook_id=None, task_id=task_id, one_off=one_off, limit=limit
+    )
+
+
+@router.get(_DELIVERY, summary="Read a webhook delivery", responses=problems(401, 403, 404, 422))
+async def get_delivery(
+    tenant_id: str, delivery_id: UUID, caller: RequireWebhookConfigure, state: State
+) -> DeliveryDetail:
+    """With every attempt: when, how long, the receiver's status and the start of its answer,
+    or why it failed."""
+    tenant = await caller.scope(state, tenant_id)
+    return await read_delivery(state, tenant, delivery_id)
+
+
+@router.post(
+    _DELIVERY + "/redeliver",
+    summary="Send a webhook delivery again",
+    responses=problems(401, 403, 404, 422),
+)
+async def post_redelivery(
+    tenant_id: str, delivery_id: UUID, caller: RequireWebhookConfigure, state: State
+) -> DeliveryOut:
+    """Due again now, with the same `webhook-id` (receivers deduplicate by it), and retried
+    for another day should it fail. Audited (`webhook.redeliver`)."""
+    tenant = await caller.scope(state, tenant_id)
+    return await redeliver(state, caller, tenant, delivery_id)
