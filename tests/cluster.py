@@ -62,14 +62,16 @@ class Instance:
             stdout=asyncio.subprocess.DEVNULL,
         )
         assert self.process.stderr is not None
-        while True:
+        # Started once both are logged, in either order: the app's startup, and its socket
+        # bound ("Uvicorn running on": after the startup, or before it when the sockets are
+        # bound up front, as with a metrics port).
+        waiting = {"Application startup complete", "Uvicorn running on"}
+        while waiting:
             line = (await self.process.stderr.readline()).decode()
             self.output.append(line)
             if not line:
                 raise AssertionError(f"{self.name} exited before it started:\n{self.log}")
-            # Logged once its socket listens (startup completes before the bind).
-            if "Uvicorn running on" in line:
-                break
+            waiting = {marker for marker in waiting if marker not in line}
         self._drain = asyncio.create_task(self._read_output())
 
     async def _read_output(self) -> None:
