@@ -3,7 +3,6 @@
 import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
 from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
@@ -11,6 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from app.api.secrets.schemas import SECRET_NAME_PATTERN
 from app.resources.mcp import notes, offered
 from app.storage.mcp_servers import McpServerRecord
+from app.tools.net.urls import checked_http_url
 
 SERVER_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,30}$"
 MAX_HEADERS = 32
@@ -39,18 +39,7 @@ _HEADER_VALUE = re.compile(r"^[\t\x20-\x7e\x80-\uffff]*$")
 
 
 def _checked_url(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise ValueError(f"not a valid URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("must be an http:// or https:// URL with a host")
-    if parts.username is not None or parts.password is not None:
-        raise ValueError("must not hold credentials; send them in `headers`, as secrets")
-    if port == 0:
-        raise ValueError("port 0 is not a port a server listens on")
-    return url
+    return checked_http_url(url, no_credentials="send them in `headers`, as secrets")
 
 
 ServerName = Annotated[

@@ -87,23 +87,12 @@ async def submit_task(
         submitted = await start_task(state, caller, submission)
     else:
         submitted, replayed = await submit_once(state, caller, submission, idempotency_key)
-    location = {"Location": f"/api/v1/tasks/{submitted.task_id}"}
-    if replayed:
-        location[REPLAYED_HEADER] = "true"
+    headers = {REPLAYED_HEADER: "true"} if replayed else {}
     if accept is not None and EVENT_STREAM in accept:
         task = await find_task(state, caller, submitted.task_id)
-        return EventStreamResponse(
-            await open_stream(state, caller, task, after=0), headers=location
-        )
-    accepted = TaskAccepted(
-        task_id=submitted.task_id,
-        chain_id=submitted.chain_id,
-        status=submitted.status,
-        stream_url=stream_url(submitted.task_id),
-    )
-    return JSONResponse(
-        accepted.model_dump(mode="json"), status_code=status.HTTP_202_ACCEPTED, headers=location
-    )
+        headers["Location"] = f"/api/v1/tasks/{submitted.task_id}"
+        return EventStreamResponse(await open_stream(state, caller, task, after=0), headers=headers)
+    return _accepted(submitted, headers)
 
 
 @router.get("", summary="List tasks", responses=problems(401, 403, 422))
@@ -189,7 +178,8 @@ async def fork(
     return _accepted(submitted)
 
 
-def _accepted(submitted: SubmittedTask) -> JSONResponse:
+def _accepted(submitted: SubmittedTask, headers: dict[str, str] | None = None) -> JSONResponse:
+    """202 with the accepted task, `Location` naming it."""
     accepted = TaskAccepted(
         task_id=submitted.task_id,
         chain_id=submitted.chain_id,
@@ -199,7 +189,7 @@ def _accepted(submitted: SubmittedTask) -> JSONResponse:
     return JSONResponse(
         accepted.model_dump(mode="json"),
         status_code=status.HTTP_202_ACCEPTED,
-        headers={"Location": f"/api/v1/tasks/{submitted.task_id}"},
+        headers={**(headers or {}), "Location": f"/api/v1/tasks/{submitted.task_id}"},
     )
 
 
