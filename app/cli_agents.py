@@ -237,7 +237,7 @@ async def _apply_locally(
         problems: list[str] = []
         for file in files:
             try:
-                check_definition(runtime, tenant, file.body.definition())
+                check_definition(runtime, tenant, file.body.definition(), name=file.body.name)
             except ApiError as exc:
                 problems.extend(_problem_lines(file.path, exc.detail, exc.errors))
         if problems:

@@ -211,6 +211,14 @@ class Settings(BaseSettings):
         description="A run whose server stopped this many times while running it ends "
         "`interrupted` instead of being resumed again.",
     )
+    max_agent_depth: int = Field(
+        default=3,
+        ge=0,
+        le=10,
+        description="How deep sub-agents may nest: a task is at depth 0, the task of a "
+        "sub-agent it calls at 1, and so on; a call that would go deeper fails "
+        "`agent_depth_exceeded` (0: no sub-agents).",
+    )
     approval_timeout_s: float = Field(
         default=86_400.0,
         gt=0,

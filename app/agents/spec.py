@@ -8,12 +8,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.tools.approvals import ApprovalRules
 from app.tools.models import TOOL_NAME_PATTERN
+from app.tools.subagents import SUB_AGENT_REF_PATTERN
 
 KIND_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 DEFAULT_KIND = "react"
 
 OnLimit = Literal["fail", "answer"]
 ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
+ToolEntry = Annotated[str, Field(pattern=f"({TOOL_NAME_PATTERN})|({SUB_AGENT_REF_PATTERN})")]
+"""A tool's name, or another agent of the tenant as a tool: `agent:name` or `agent:name@N`."""
 
 
 class AgentApprovals(ApprovalRules):
@@ -49,10 +52,13 @@ class AgentSpec(BaseModel):
     model: str | None = Field(
         default=None, min_length=1, max_length=255, description="A model of the model list."
     )
-    tools: list[ToolName] | None = Field(
+    tools: list[ToolEntry] | None = Field(
         default=None,
         max_length=128,
-        description="The tools it may use; unset: every tool its tenant enabled.",
+        description="The tools it may use; unset: every tool its tenant enabled. "
+        "`agent:name` (or `agent:name@N`, a pinned version) makes another agent of the "
+        "tenant a tool (`agent__name`, of type `sub_agent`): a call runs it on a task of "
+        "its own, a child of this one, and answers with its answer.",
     )
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_iterations: int | None = Field(default=None, ge=1, le=200)

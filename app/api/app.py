@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from app.agents import AgentRuntime, RuntimeSettings
 from app.api import health, metrics
+from app.api.a2a.router import router as a2a_router
 from app.api.agents.router import router as agents_router
 from app.api.api_keys.router import router as api_keys_router
 from app.api.approvals.router import router as approvals_router
@@ -32,6 +33,7 @@ from app.api.models.router import router as models_router
 from app.api.openai_compat.errors import OpenAIErrorBodies
 from app.api.openai_compat.router import router as openai_router
 from app.api.openapi import install_openapi
+from app.api.remote_agents.router import router as remote_agents_router
 from app.api.request_ids import RequestIds
 from app.api.schedules.firing import fire_schedule
 from app.api.schedules.router import router as schedules_router
@@ -53,6 +55,7 @@ from app.governance.tenants import TenantDirectory, ensure_default_tenant
 from app.observability.tracing import RunTracer
 from app.resources.files import FileLibrary
 from app.resources.mcp import McpServers
+from app.resources.remote_agents import RemoteAgents
 from app.resources.scheduler import Scheduler
 from app.resources.secrets import SecretVault
 from app.resources.todos import TodoLists
@@ -66,6 +69,8 @@ from app.storage import Database, current_revision, head_revision
 from app.storage.notify import SCHEDULES, notices_for
 from app.storage.run_log import RunLog
 from app.storage.schedules import ScheduleStore
+from app.tools.a2a.client import A2AConnector
+from app.tools.a2a.remote import CALL_TIMEOUT_S
 from app.tools.base import BaseTool
 from app.tools.services import NetworkPolicy
 
@@ -96,6 +101,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             max_resumes=settings.max_resumes,
             approval_timeout_s=settings.approval_timeout_s,
             tracer=tracer,
+            max_agent_depth=settings.max_agent_depth,
         )
         # A plugin that cannot be loaded stops the start here, named.
         tools = process_tools(settings, app.state.extra_tools)
@@ -126,6 +132,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             files=FileLibrary.from_settings(database, settings),
             todos=TodoLists(database),
             mcp=mcp,
+            remote_agents=RemoteAgents(
+                database,
+                secrets=vault,
+                network=network,
+                connector=A2AConnector(
+                    timeout_s=settings.fetch_timeout_s, call_timeout_s=CALL_TIMEOUT_S
+                ),
+            ),
         )
         webhooks = Webhooks.build(
             database,
@@ -245,8 +259,10 @@ def create_app(
     app.include_router(files_router)
     app.include_router(secrets_router)
     app.include_router(mcp_servers_router)
+    app.include_router(remote_agents_router)
     app.include_router(schedules_router)
     app.include_router(webhooks_router)
     app.include_router(openai_router)
     app.include_router(api_keys_router)
+    app.include_router(a2a_router)
     return app

@@ -61,6 +61,7 @@ AGENT_EXISTS = ProblemType("agent-exists", "Agent already exists", 409)
 AGENT_ARCHIVED = ProblemType("agent-archived", "Agent archived", 409)
 AGENT_BUILTIN = ProblemType("agent-builtin", "Built-in agent", 409)
 MCP_SERVER_EXISTS = ProblemType("mcp-server-exists", "MCP server already exists", 409)
+REMOTE_AGENT_EXISTS = ProblemType("remote-agent-exists", "Remote agent already exists", 409)
 CONVERSATION_BUSY = ProblemType("conversation-busy", "Conversation busy", 409)
 APPROVAL_DECIDED = ProblemType("approval-decided", "Approval already decided", 409)
 PAYLOAD_TOO_LARGE = ProblemType("payload-too-large", "Request body too large", 413)
@@ -244,6 +245,23 @@ def error_response(exc: Exception) -> JSONResponse:
         headers=error.headers,
         permission=error.permission,
         extra=error.extra,
+    )
+
+
+def problem_of(exc: Exception) -> Problem | None:
+    """The problem a mapped error answers with (see `_as_api_error`), None for any other:
+    for protocol adapters that carry it in their own error format (A2A)."""
+    error = _as_api_error(exc)
+    if error is None:
+        return None
+    return Problem(
+        type=error.problem.uri,
+        title=error.problem.title,
+        status=error.problem.status,
+        detail=error.detail,
+        errors=error.errors,
+        permission=error.permission,
+        **error.extra,
     )
 
 

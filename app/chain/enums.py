@@ -118,3 +118,9 @@ class ErrorCode(StrEnum):
     # A replay did not reproduce its recording, or a fork's agent did not repeat the steps
     # it was to take as recorded (the task's `replay_report` says where).
     REPLAY_DIVERGED = "replay_diverged"
+    # A sub-agent's task did not complete (the message names its own error code).
+    SUB_AGENT_FAILED = "sub_agent_failed"
+    # A sub-agent call would nest agents deeper than OMNIFORGE_MAX_AGENT_DEPTH.
+    AGENT_DEPTH_EXCEEDED = "agent_depth_exceeded"
+    # A sub-agent call names an agent already working above it in its family.
+    AGENT_CYCLE = "agent_cycle"

@@ -86,6 +86,14 @@ class ToolResultInfo(_Model):
     cost_usd: USD | None = None
     unpriced: bool = False
     cached: bool = False
+    # A sub-agent call's result: the task and chain it started. Its usage is that of the
+    # child's whole family, recorded in their own cost records, and counts here only in the
+    # metrics (never billed twice).
+    child_task_id: UUID | None = Field(default=None, exclude_if=lambda value: value is None)
+    child_chain_id: UUID | None = Field(default=None, exclude_if=lambda value: value is None)
+    # The LLM calls the child's family made (sub-agent calls only): they count in this
+    # chain's `llm_calls`, as its tokens and cost count in its totals.
+    llm_calls: int | None = Field(default=None, ge=0, exclude_if=lambda value: value is None)
 
 
 class ThinkingInfo(_Model):
@@ -187,6 +195,7 @@ class ChainMetrics(_Model):
         self.total_duration_ms += result.duration_ms
         if not result.success:
             self.failed_tool_calls += 1
+        self.llm_calls += result.llm_calls or 0
         self.input_tokens += result.input_tokens or 0
         self.output_tokens += result.output_tokens or 0
         self.total_tokens += result.total_tokens or 0
@@ -231,6 +240,13 @@ class ReasoningChain(_Model):
     _match: ReplayMatch = PrivateAttr(default=ReplayMatch.ACTIONS)
     _then_live: bool = PrivateAttr(default=True)
     _divergence: StepDifference | None = PrivateAttr(default=None)
+    # A family's live links: the chain whose call started this one, the sub-agents' chains
+    # running for calls of this one (until each call's result, which carries the child's
+    # usage, is added), and what calls under way in this chain and its descendants may use.
+    _parent: "ReasoningChain | None" = PrivateAttr(default=None)
+    _running: dict[UUID, "ReasoningChain"] = PrivateAttr(default_factory=dict)
+    _reserved_cost: Decimal = PrivateAttr(default=Decimal(0))
+    _reserved_tokens: int = PrivateAttr(default=0)
 
     def replay(
         self,
@@ -289,6 +305,52 @@ class ReasoningChain(_Model):
             return None
         return self._results.get(call.tool_call.correlation_id)
 
+    # --- a family (sub-agents) -----------------------------------------------------------
+
+    def adopt(self, child: "ReasoningChain") -> None:
+        """A sub-agent's chain running for a call of this one: until the result of that call
+        (naming `child.id` as its `child_chain_id`) is added, the child's usage counts in this
+        chain's `usage()`, and so in every ancestor's."""
+        child._parent = self
+        self._running[child.id] = child
+        if child.id not in self.child_chain_ids:
+            self.child_chain_ids.append(child.id)
+
+    def disown(self, child_id: UUID) -> None:
+        """A child chain whose call ended without a result that carries its usage."""
+        self._running.pop(child_id, None)
+
+    @property
+    def running_children(self) -> bool:
+        """Whether sub-agents' chains run for calls of this one."""
+        return bool(self._running)
+
+    @property
+    def ancestors(self) -> list["ReasoningChain"]:
+        """The chains above this one in its family, nearest first (live links only)."""
+        chains, chain = [], self._parent
+        while chain is not None:
+            chains.append(chain)
+            chain = chain._parent
+        return chains
+
+    def reserve(self, cost_usd: Decimal, tokens: int) -> None:
+        """Holds what a call under way may use, here and in every ancestor, until `release`."""
+        for chain in (self, *self.ancestors):
+            chain._reserved_cost += cost_usd
+            chain._reserved_tokens += tokens
+
+    def release(self, cost_usd: Decimal, tokens: int) -> None:
+        for chain in (self, *self.ancestors):
+            chain._reserved_cost -= cost_usd
+            chain._reserved_tokens -= tokens
+
+    @property
+    def reserved(self) -> tuple[Decimal, int]:
+        """What calls under way in this chain and its descendants may still use (cost,
+        tokens)."""
+        return self._reserved_cost, self._reserved_tokens
+
     def add_listener(self, listener: StepListener) -> None:
         self._listeners.append(listener)
 
@@ -305,6 +367,8 @@ class ReasoningChain(_Model):
         step.step_number = len(self.steps) + 1
         self.steps.append(step)
         self.metrics.record(step)
+        if self._running and step.tool_result is not None:
+            self._settled(step.tool_result)
         if self.budget is not None:
             self.metrics.remaining_budget = remaining(self.budget, self.usage())
         for listener in self._listeners:
@@ -324,6 +388,8 @@ class ReasoningChain(_Model):
             recorded.timestamp = utc_now() if step is recorded else step.timestamp
         self.steps.append(recorded)
         self.metrics.record(recorded)
+        if self._running and recorded.tool_result is not None:
+            self._settled(recorded.tool_result)
         if self.budget is not None:
             self.metrics.remaining_budget = remaining(self.budget, self.usage())
         if copied:
@@ -331,17 +397,29 @@ class ReasoningChain(_Model):
                 listener(recorded)
         return recorded
 
+    def _settled(self, result: ToolResultInfo) -> None:
+        """A sub-agent call's result carries its child's usage: the child no longer counts
+        live (in the same step, so nothing is counted twice or missed)."""
+        if result.child_chain_id is not None:
+            self._running.pop(result.child_chain_id, None)
+
     def _diverged(self, difference: StepDifference) -> NoReturn:
         self._divergence = difference
         raise ChainDiverged(difference, resumed=not self.replays_recording)
 
     def usage(self) -> Usage:
-        """What the chain has used so far, in the units of budgets."""
+        """What the chain has used so far, in the units of budgets: cost, tokens and LLM calls
+        of its sub-agents' chains included (those finished through their calls' results,
+        those running live); steps and duration its own."""
         metrics = self.metrics
+        cost, tokens, calls = metrics.total_cost_usd, metrics.total_tokens, metrics.llm_calls
+        for child in self._running.values():
+            used = child.usage()
+            cost, tokens, calls = cost + used.cost_usd, tokens + used.tokens, calls + used.llm_calls
         return Usage(
-            cost_usd=metrics.total_cost_usd,
-            tokens=metrics.total_tokens,
-            llm_calls=metrics.llm_calls,
+            cost_usd=cost,
+            tokens=tokens,
+            llm_calls=calls,
             steps=metrics.total_steps,
             duration_s=(utc_now() - self.started_at).total_seconds(),
         )

@@ -4,7 +4,9 @@ What a run has used is the chain's own metrics (stored with every step), and the
 the chain's budget (stored with the task): nothing of it lives only in this process.
 """
 
+from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from app.chain import ErrorCode, ReasoningChain, ToolResultInfo, ToolType, format_usd
 from app.chain.budget import Budget, BudgetLimit, Usage
@@ -28,20 +30,48 @@ def budget_exceeded(
 
 
 class BudgetGuard:
-    """Before each call: refuses it when the chain has used its steps, duration or LLM calls,
-    or when the call's estimate (prompt tokens counted, its `max_tokens` as output, the
-    dearest model that may answer) would cross the token or cost budget. After each call:
-    ends the run if its real usage crossed one. Either way the chain ends `budget_exceeded`
-    naming the limit, with its steps and costs kept."""
+    """Before each call: refuses it when the chain has used its steps or duration, when its
+    family (the chain and the sub-agents' chains under it) has used the LLM calls of its own
+    budget or of an ancestor's, or when the call's estimate (prompt tokens counted, its
+    `max_tokens` as output, the dearest model that may answer) would cross the token or cost
+    budget of the chain or of any ancestor, counting what the family's calls under way may
+    still use. What the call may use is held until it ends, so parallel sub-agents never
+    spend past a budget together. After each call: ends the run if its real usage crossed
+    one. Either way the chain ends `budget_exceeded` naming the limit (and the task whose
+    budget it is, when it is an ancestor's), with its steps and costs kept."""
 
     def __init__(self, chain: ReasoningChain) -> None:
-        if chain.budget is None:
-            raise ValueError("the chain has no budget to enforce")
         self._chain = chain
-        self._budget = chain.budget
+        # What each call under way holds (by its call step), given back when it ends.
+        self._held: dict[UUID, tuple[Decimal, int]] = {}
 
     async def before_call(self, call: PendingCall) -> None:
-        budget, used = self._budget, self._chain.usage()
+        chain = self._chain
+        if chain.budget is not None:
+            self._own_limits(chain.budget, chain.usage(), call)
+        budgeted = [c for c in (chain, *chain.ancestors) if c.budget is not None]
+        is_llm = call.definition.type is ToolType.LLM
+        for owner in budgeted:
+            assert owner.budget is not None
+            self._calls(owner, owner.budget, owner.usage(), is_llm)
+        if not any(
+            c.budget.max_tokens is not None or c.budget.max_cost_usd is not None
+            for c in budgeted
+            if c.budget is not None
+        ):
+            return
+        estimate = await call.estimate()
+        if estimate is None:
+            return
+        tokens = estimate.input_tokens + estimate.max_output_tokens
+        for owner in budgeted:
+            assert owner.budget is not None
+            self._estimate(owner, owner.budget, owner.usage(), tokens, estimate.cost_usd)
+        held = (estimate.cost_usd or Decimal(0), tokens)
+        chain.reserve(*held)
+        self._held[call.call_step.id] = held
+
+    def _own_limits(self, budget: Budget, used: Usage, call: PendingCall) -> None:
         # The call's own step is counted already; its result would be one more.
         if budget.max_steps is not None and used.steps + 1 > budget.max_steps:
             raise budget_exceeded(
@@ -58,68 +88,101 @@ class BudgetGuard:
                 f"budget max_duration_s ({budget.max_duration_s:g} s) reached",
                 used=round(used.duration_s, 3),
             )
-        is_llm = call.definition.type is ToolType.LLM
+
+    def _calls(self, owner: ReasoningChain, budget: Budget, used: Usage, is_llm: bool) -> None:
         # The pending LLM call is counted already: refuse the one past the limit.
         if is_llm and budget.max_llm_calls is not None and used.llm_calls > budget.max_llm_calls:
             made = used.llm_calls - 1
             raise budget_exceeded(
                 BudgetLimit.MAX_LLM_CALLS,
                 budget,
-                f"budget max_llm_calls ({budget.max_llm_calls}) reached: {made} LLM "
-                f"call{'s' if made != 1 else ''} made",
+                f"{self._whose(owner)}max_llm_calls ({budget.max_llm_calls}) reached: {made} LLM "
+                f"call{'s' if made != 1 else ''} made{self._family(owner)}",
                 used=made,
+                **self._task(owner),
             )
-        if budget.max_tokens is None and budget.max_cost_usd is None:
-            return
-        estimate = await call.estimate()
-        if estimate is None:
-            return
+
+    def _estimate(
+        self,
+        owner: ReasoningChain,
+        budget: Budget,
+        used: Usage,
+        tokens: int,
+        cost_usd: Decimal | None,
+    ) -> None:
+        held_cost, held_tokens = owner.reserved
         if budget.max_tokens is not None:
-            tokens = estimate.input_tokens + estimate.max_output_tokens
-            if used.tokens + tokens > budget.max_tokens:
+            spent = used.tokens + held_tokens
+            if spent + tokens > budget.max_tokens:
                 raise budget_exceeded(
                     BudgetLimit.MAX_TOKENS,
                     budget,
-                    f"budget max_tokens ({budget.max_tokens}) would be crossed: {used.tokens} "
-                    f"used, and this call may use up to {tokens} ({estimate.input_tokens} in, "
-                    f"{estimate.max_output_tokens} out)",
+                    f"{self._whose(owner)}max_tokens ({budget.max_tokens}) would be crossed: "
+                    f"{used.tokens} used{self._family(owner)}"
+                    f"{f', {held_tokens} held by calls under way' if held_tokens else ''}, "
+                    f"and this call may use up to {tokens}",
                     used=used.tokens,
                     estimate=tokens,
+                    **self._task(owner),
                 )
         if budget.max_cost_usd is not None:
-            if estimate.cost_usd is None:
+            if cost_usd is None:
                 raise budget_exceeded(
                     BudgetLimit.MAX_COST_USD,
                     budget,
-                    f"budget max_cost_usd (${format_usd(budget.max_cost_usd)}) cannot be kept: "
-                    f"the model of this call has no price",
+                    f"{self._whose(owner)}max_cost_usd (${format_usd(budget.max_cost_usd)}) "
+                    "cannot be kept: the model of this call has no price",
                     used=format_usd(used.cost_usd),
+                    **self._task(owner),
                 )
-            if used.cost_usd + estimate.cost_usd > budget.max_cost_usd:
+            if used.cost_usd + held_cost + cost_usd > budget.max_cost_usd:
+                held = f", ${format_usd(held_cost)} held by calls under way" if held_cost else ""
                 raise budget_exceeded(
                     BudgetLimit.MAX_COST_USD,
                     budget,
-                    f"budget max_cost_usd (${format_usd(budget.max_cost_usd)}) would be "
-                    f"crossed: ${format_usd(used.cost_usd)} spent, and this call may cost up "
-                    f"to ${format_usd(estimate.cost_usd)}",
+                    f"{self._whose(owner)}max_cost_usd (${format_usd(budget.max_cost_usd)}) "
+                    f"would be crossed: ${format_usd(used.cost_usd)} spent"
+                    f"{self._family(owner)}{held}, and this call may cost up to "
+                    f"${format_usd(cost_usd)}",
                     used=format_usd(used.cost_usd),
-                    estimate=format_usd(estimate.cost_usd),
+                    estimate=format_usd(cost_usd),
+                    **self._task(owner),
                 )
 
+    def _whose(self, owner: ReasoningChain) -> str:
+        if owner is self._chain:
+            return "budget "
+        return f"the budget of task {owner.task_id} (which this sub-agent works for): "
+
+    def _family(self, owner: ReasoningChain) -> str:
+        return " by it and its sub-agents" if owner.running_children else ""
+
+    def _task(self, owner: ReasoningChain) -> dict[str, Any]:
+        return {} if owner is self._chain else {"task_id": owner.task_id}
+
     async def after_call(self, call: PendingCall, result: ToolResultInfo) -> None:
-        crossed = _crossed(self._budget, self._chain.usage())
+        self._give_back(call)
+        chain = self._chain
+        if chain.budget is None:
+            return
+        crossed = _crossed(chain.budget, chain.usage())
         if crossed is not None:
             limit, used = crossed
             raise budget_exceeded(
                 limit,
-                self._budget,
-                f"budget {limit} ({_shown(limit, getattr(self._budget, limit))}) crossed by "
+                chain.budget,
+                f"budget {limit} ({_shown(limit, getattr(chain.budget, limit))}) crossed by "
                 f"the real usage of {call.definition.name}: {_shown(limit, used)}",
                 used=_shown(limit, used),
             )
 
     def abandon(self, call: PendingCall) -> None:
-        return None
+        self._give_back(call)
+
+    def _give_back(self, call: PendingCall) -> None:
+        held = self._held.pop(call.call_step.id, None)
+        if held is not None:
+            self._chain.release(*held)
 
 
 def _crossed(budget: Budget, used: Usage) -> tuple[BudgetLimit, Any] | None:

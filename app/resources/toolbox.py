@@ -10,6 +10,7 @@ from app.config import Settings
 from app.governance.tenants import Tenant
 from app.resources.files import FileLibrary
 from app.resources.mcp import McpServers
+from app.resources.remote_agents import RemoteAgents
 from app.resources.secrets import SecretVault
 from app.resources.todos import TodoLists
 from app.tools.base import BaseTool
@@ -69,6 +70,7 @@ class Toolbox:
         files: FileLibrary | None = None,
         todos: TodoLists | None = None,
         mcp: McpServers | None = None,
+        remote_agents: RemoteAgents | None = None,
     ) -> None:
         self.registry = registry
         self.network = network or NetworkPolicy()
@@ -76,9 +78,12 @@ class Toolbox:
         self.files = files
         self.todos = todos
         self.mcp = mcp
+        self.remote_agents = remote_agents
 
     async def for_tenant(self, tenant: Tenant) -> TenantTools:
         own = [] if self.mcp is None else await self.mcp.tools_for(tenant.id)
+        if self.remote_agents is not None:  # its remote A2A agents' skills
+            own = [*own, *await self.remote_agents.tools_for(tenant.id)]
         registry = self.registry.extended(own) if own else self.registry
         return TenantTools(tenant.id, registry, self.network_of(tenant), self)
 

@@ -17,7 +17,7 @@ from app.governance.quotas import QuotaRefusal, RateLimited, admit_submission, r
 from app.runs.agents import BUILTIN_AGENT, ResolvedAgent
 from app.runs.errors import InvalidSubmission, ModelNotApproved, ToolsNotPermitted
 from app.runs.metrics import RunMetrics
-from app.runs.models import Attachment, Origin, RunPolicy, TaskSubmission
+from app.runs.models import Attachment, ChildColumns, Origin, RunPolicy, TaskSubmission
 from app.security import Principal
 from app.storage.idempotency import KeyClaim
 from app.storage.records import TaskRecord
@@ -27,6 +27,7 @@ from app.storage.types import RawJSON
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.errors import FieldError
 from app.tools.permissions import permits
+from app.tools.subagents import is_sub_agent_ref
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,8 @@ class Admission:
                 roles = ", ".join(definition.permissions.required_roles)
                 refused.append(FieldError(field, f"{name!r} requires one of the roles: {roles}"))
         for name in spec.tools or []:
+            if is_sub_agent_ref(name):
+                continue  # another agent of the tenant: resolved as its run starts
             if name not in registry or (enabled is not None and name not in enabled):
                 problems.append(
                     FieldError(
@@ -193,18 +196,25 @@ class Admission:
         idempotency: KeyClaim | None = None,
         schedule_id: UUID | None = None,
         origin: Origin | None = None,
+        family: ChildColumns | None = None,
+        budget: Budget | None = None,
     ) -> TaskRecord:
         """Stores the task and its chain, in the queue or claimed by `owner`; refuses it over
         its tenant's concurrent runs, or while its conversation has a turn running. With
         `idempotency` its key is claimed with it (`KeyTaken` when another task has it);
-        `schedule_id` tags a schedule's firing."""
+        `schedule_id` tags a schedule's firing. A sub-agent's task (`family`) has exactly the
+        `budget` carved for it and does not count against its tenant's concurrent runs (its
+        family's first task does)."""
         now = utc_now()
         quotas = policy.quotas
         spec = agent.definition
-        budget = (submission.budget or Budget()).over(spec.budget)
-        if policy.key_quotas is not None:
-            budget = budget.over(policy.key_quotas.default_budget)
-        budget = budget.over(quotas.default_budget)
+        if family is None:
+            budget = (submission.budget or Budget()).over(spec.budget)
+            if policy.key_quotas is not None:
+                budget = budget.over(policy.key_quotas.default_budget)
+            budget = budget.over(quotas.default_budget)
+        elif budget is None:
+            budget = Budget()
         chain = ReasoningChain(
             task_id=str(task_id),
             agent_id=agent.ref,
@@ -232,6 +242,7 @@ class Admission:
             "schedule_id": schedule_id,
             "created_at": now,
             **({} if origin is None else origin.task_columns()),
+            **({} if family is None else family.task_columns()),
         }
         chain_row = {
             "id": chain.id,
@@ -242,12 +253,13 @@ class Admission:
             "metrics": RawJSON(dump_model(chain.metrics)),
             "started_at": now,
             **({} if origin is None else origin.chain_columns()),
+            **({} if family is None else {"parent_chain_id": family.parent_chain_id}),
         }
         try:
             await self._log.create(
                 task,
                 chain_row,
-                max_unfinished=quotas.concurrent_runs,
+                max_unfinished=quotas.concurrent_runs if family is None else None,
                 after_turns=None if turn is None else turn.turns,
                 idempotency=idempotency,
             )

@@ -6,27 +6,87 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from pydantic import Field
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.agents.spec import AgentSpec
 from app.chain import Budget
-from app.runs.models import AGENT_REF_PATTERN, Metadata
+from app.runs.models import AGENT_NAME_PATTERN, AGENT_REF_PATTERN, Metadata
 from app.storage.agents import AgentRepository
+from app.tools.subagents import is_sub_agent_ref, sub_agent_ref
 
 DEFAULT_AGENT = "default"
 """Every tenant's built-in agent: the ReAct agent with the service's defaults, version 1."""
 
 
+class SubAgentPolicy(BaseModel):
+    """How an agent calls one of its sub-agents."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    budget: Budget | None = Field(
+        default=None,
+        description="The most of each budget one call gives the sub-agent's task. Whatever "
+        "it says, a child gets no more than its caller has left, and the family never spends "
+        "past the caller's budget.",
+    )
+    description: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4_000,
+        description="What the model is told of the sub-agent (default: its description).",
+    )
+
+
 class AgentDefinition(AgentSpec):
     """What one version of an agent definition holds: how it runs (the spec), what it is
-    for, the default budget of its tasks, and free metadata."""
+    for, the default budget of its tasks, how other agents call it, and free metadata."""
 
     description: str | None = Field(default=None, max_length=4_000)
     budget: Budget | None = Field(
         default=None, description="The default budget of its tasks (a task may only narrow it)."
     )
+    input_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="A JSON Schema (an object) of the arguments other agents call it with as "
+        "a sub-agent; its task's input is then the arguments as JSON. Unset: one `task` text.",
+    )
+    sub_agents: dict[str, SubAgentPolicy] = Field(
+        default_factory=dict,
+        max_length=128,
+        description="By agent name: how it calls each sub-agent its `tools` list (`agent:name`).",
+    )
     metadata: Metadata = Field(default_factory=dict)
+
+    @field_validator("input_schema")
+    @classmethod
+    def _object_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is None:
+            return None
+        try:
+            Draft202012Validator.check_schema(schema)
+        except SchemaError as exc:
+            raise ValueError(f"is not a valid JSON Schema: {exc.message}") from exc
+        if schema.get("type") != "object":
+            raise ValueError("must be a JSON Schema of type 'object'")
+        return schema
+
+    @model_validator(mode="after")
+    def _policies_name_sub_agents(self) -> "AgentDefinition":
+        listed = {sub_agent_ref(t).partition("@")[0] for t in self.sub_agent_entries}
+        for name in self.sub_agents:
+            if re.fullmatch(AGENT_NAME_PATTERN, name) is None or name not in listed:
+                raise ValueError(
+                    f"sub_agents names {name!r}, which its `tools` do not list as `agent:{name}`"
+                )
+        return self
+
+    @property
+    def sub_agent_entries(self) -> list[str]:
+        """Its `tools` entries that name other agents (`agent:name[@N]`)."""
+        return [entry for entry in self.tools or [] if is_sub_agent_ref(entry)]
 
     def spec(self) -> AgentSpec:
         return AgentSpec.model_validate(self.model_dump(include=set(AgentSpec.model_fields)))

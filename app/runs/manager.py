@@ -35,6 +35,7 @@ from app.runs.agents import BUILTIN_AGENT, ResolvedAgent
 from app.runs.approvals import ApprovalTimeouts
 from app.runs.background import Background
 from app.runs.channel import RunChannel
+from app.runs.children import DEFAULT_MAX_DEPTH, ChildRuns
 from app.runs.conversations import ConversationHistories
 from app.runs.leases import LeaseKeeper
 from app.runs.metrics import RunMetrics
@@ -84,6 +85,7 @@ class RunManager:
         max_resumes: int = 3,
         approval_timeout_s: float = 86_400.0,
         tracer: RunTracer | None = None,
+        max_agent_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
         self._log = log
         # Tenants' windows (submissions, calls, tokens, cost), shared by every instance when
@@ -107,6 +109,16 @@ class RunManager:
             ended=self._run_ended,
             tracer=tracer,
         )
+        # Sub-agents' tasks run where their parents do; cancelling one goes the usual way.
+        self._children = ChildRuns(
+            log,
+            self._admission,
+            self._active,
+            self._waiters,
+            self.cancel,
+            me=me,
+            max_depth=max_agent_depth,
+        )
         self._starter = RunStarter(
             log,
             self.limits,
@@ -116,6 +128,7 @@ class RunManager:
             resume=resume,
             max_resumes=max_resumes,
             approval_timeout_s=approval_timeout_s,
+            sub_agent_tools=self._children.tools,
         )
         self._queue = RunQueue(
             log,
@@ -130,11 +143,16 @@ class RunManager:
         self._background = Background()
         self.metrics.count_active_runs(self._active.__len__)
         notices = log.notices
-        notices.listen(QUEUE, lambda _: self._queue.queued())
+        notices.listen(QUEUE, self._queued)
         notices.listen(EVENTS, self._waiters.stored)
         notices.listen(CANCEL, self._cancel_requested)
         notices.listen(APPROVALS, lambda _: self._timeouts.asked())
         notices.on_reconnect.append(self._missed_notices)
+
+    def _queued(self, _: str) -> None:
+        """A `QUEUE` notice: tasks wait to be claimed (a sub-agent's by its parent's call)."""
+        self._queue.queued()
+        self._children.queued()
 
     @property
     def runner_id(self) -> str:
@@ -361,7 +379,7 @@ class RunManager:
     def _missed_notices(self) -> None:
         """Notices may have been lost while the connection was down: everyone looks again."""
         self._queue.queued()
-        self._waiters.wake_all()
+        self._waiters.wake_all()  # sub-agents' awaited tasks among them
         for live in self._active.all():
             self._background.spawn(self._cancel_if_asked(live.task_id), f"recheck-{live.task_id}")
 

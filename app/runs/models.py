@@ -14,7 +14,7 @@ from pydantic import (
     model_validator,
 )
 
-from app.chain import Budget
+from app.chain import Budget, ReasoningChain
 from app.chain.replay import ReplayMatch
 from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
@@ -209,6 +209,34 @@ class Origin:
 
     def chain_columns(self) -> dict[str, Any]:
         return {"replayed_from" if self.is_replay else "forked_from": self.chain_id}
+
+
+@dataclass(frozen=True, slots=True)
+class FamilyLink:
+    """Where a sub-agent's run sits: its parent's live chain and the agents above it (the
+    family's first first)."""
+
+    parent_chain: ReasoningChain
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ChildColumns:
+    """A child task's links, as stored."""
+
+    parent_task_id: UUID
+    parent_step_id: UUID
+    root_task_id: UUID
+    depth: int
+    parent_chain_id: UUID
+
+    def task_columns(self) -> dict[str, Any]:
+        return {
+            "parent_task_id": self.parent_task_id,
+            "parent_step_id": self.parent_step_id,
+            "root_task_id": self.root_task_id,
+            "depth": self.depth,
+        }
 
 
 @dataclass(frozen=True, slots=True)

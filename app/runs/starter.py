@@ -24,14 +24,17 @@ from app.resources.webhooks.subscriptions import RunWebhooks
 from app.runs.active import ActiveRuns
 from app.runs.agents import ResolvedAgent
 from app.runs.approvals import approval_gate, decided_event
-from app.runs.models import Attachment, RunPolicy, TaskSubmission
+from app.runs.models import Attachment, FamilyLink, RunPolicy, TaskSubmission
 from app.runs.recorder import closing_events, event_row
 from app.runs.recordings import RecordingGone, recording_of
 from app.security import Principal
 from app.storage.records import TaskRecord
 from app.storage.run_log import RunLog
 from app.storage.text import dump_model
+from app.tools.base import BaseTool
 from app.tools.guards import ToolGuard
+from app.tools.registry import RegisteredTool
+from app.tools.subagents import is_sub_agent_ref, tool_name
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +52,8 @@ class RunStart:
     agent: ResolvedAgent
     history: list[dict[str, Any]]
     attachments: Sequence[Attachment]
+    # A sub-agent's run: where it sits in its family (None: a family's first task).
+    family: FamilyLink | None = None
 
 
 class Unresumable(Exception):
@@ -56,6 +61,10 @@ class Unresumable(Exception):
 
 
 RunLoader = Callable[[TaskRecord], Awaitable[RunStart]]
+SubAgentTools = Callable[
+    ["RunStarter", TaskRecord, ReasoningChain, RunStart], Awaitable[Sequence[BaseTool]]
+]
+"""The sub-agent tools of a run whose agent lists other agents (`agent:name`)."""
 
 
 class RunStarter:
@@ -72,8 +81,10 @@ class RunStarter:
         resume: bool = True,
         max_resumes: int = 3,
         approval_timeout_s: float = 86_400.0,
+        sub_agent_tools: SubAgentTools | None = None,
     ) -> None:
         self._log = log
+        self._sub_agent_tools = sub_agent_tools
         self._limits = limits
         self._active = active
         self._me = me
@@ -95,6 +106,12 @@ class RunStarter:
         """A task accepted here: should this instance claim it, it starts from `start`
         rather than from the store."""
         self._accepted[task_id] = start
+
+    async def load(self, task: TaskRecord) -> RunStart:
+        """What a stored task's run starts from, rebuilt from the store."""
+        if self._loader is None:
+            raise Unresumable("this instance cannot rebuild runs")
+        return await self._loader(task)
 
     def forget(self, task_id: UUID) -> None:
         """A task accepted here that will not be claimed here (not stored, or ended)."""
@@ -122,11 +139,7 @@ class RunStarter:
                 raise Unresumable(
                     f"it was resumed {task.resumes} times and its instance stopped each time"
                 )
-            start = accepted
-            if start is None:
-                if self._loader is None:
-                    raise Unresumable("this instance cannot rebuild runs")
-                start = await self._loader(task)
+            start = accepted if accepted is not None else await self.load(task)
             steps = await self._stored_steps(task) if resumed else []
             try:
                 recording = await recording_of(self._log, task)
@@ -170,6 +183,7 @@ class RunStarter:
         runtime = self._runtime()
         submission, policy, agent = start.submission, start.policy, start.agent
         tools = policy.tools
+        registry = None if tools is None else tools.registry
         services = (
             None
             if tools is None
@@ -197,6 +211,11 @@ class RunStarter:
             )
         elif resumed:
             chain.replay(steps)
+        if self._sub_agent_tools is not None and policy.executes_tools:
+            own = await self._sub_agent_tools(self, task, chain, start)
+            if own:
+                base = registry if registry is not None else runtime.registry
+                registry = base.extended(RegisteredTool.of(tool) for tool in own)
         agent_task = AgentTask(
             id=str(task.id),
             input=submission.input,
@@ -215,13 +234,15 @@ class RunStarter:
         models = policy.models
         restricts_models = models.approved is not None or bool(models.max_output_tokens)
         # From here to the run being live nothing awaits.
+        if start.family is not None:
+            start.family.parent_chain.adopt(chain)
         run = runtime.agent_for(agent.definition.spec()).start(
             agent_task,
             chain=chain,
             on_delta=self._active.output_to(task.id) if submission.stream_output else None,
-            guards=self._guards(chain, task.tenant_id, policy),
+            guards=self._guards(chain, task.tenant_id, policy, child=start.family is not None),
             models=models if restricts_models else None,
-            tools=None if tools is None else tools.registry,
+            tools=registry,
             services=services,
             approvals=gate,
             decided=[decided_event(task, record) for record in decisions],
@@ -239,11 +260,13 @@ class RunStarter:
         if task.id in self._cancels:
             run.cancel("cancelled")
 
-    def _guards(self, chain: ReasoningChain, tenant_id: str, policy: RunPolicy) -> list[ToolGuard]:
-        """The run's own guards: its budget, its tenant's model policy and quotas (only
-        those that limit anything)."""
+    def _guards(
+        self, chain: ReasoningChain, tenant_id: str, policy: RunPolicy, *, child: bool
+    ) -> list[ToolGuard]:
+        """The run's own guards: its budget (and, for a sub-agent, its ancestors'), its
+        tenant's model policy and quotas (only those that limit anything)."""
         guards: list[ToolGuard] = []
-        if chain.budget is not None:
+        if chain.budget is not None or child:
             guards.append(BudgetGuard(chain))
         if policy.models.approved is not None:
             gateway = self._runtime().gateway
@@ -268,12 +291,30 @@ class RunStarter:
         stream never got; False when it was no longer unfinished or no longer this
         instance's (or its end could not be stored: then it goes back to the queue)."""
         try:
-            return await self._end_owned(task, status, error_code, message)
+            ended = await self._end_owned(task, status, error_code, message)
+            await self._end_children(task, status, error_code)
+            return ended
         except Exception:
             logger.exception("ending task %s failed; it goes back to the queue", task.id)
             with contextlib.suppress(Exception):
                 await self._log.release([task.id], self._me, resumed=False)
             return False
+
+    async def _end_children(
+        self, task: TaskRecord, status: TaskState, error_code: ErrorCode
+    ) -> None:
+        """Sub-agents' tasks left waiting by a parent that ends without running (its instance
+        stopped while they ran): nobody else would start them, so they end with it."""
+        for child in await self._log.children(task.id):
+            if child.is_finished:
+                continue
+            claimed = await self._log.claim_child(child.id, self._me)
+            if claimed is None:
+                claimed = await self._log.claim_task(child.id, self._me)  # waits for approvals
+            if claimed is not None:
+                await self.end_unstarted(
+                    claimed, status, error_code, f"its parent task {task.id} ended {status}"
+                )
 
     async def _end_owned(
         self, task: TaskRecord, status: TaskState, error_code: ErrorCode, message: str
@@ -313,5 +354,5 @@ def _tools_of(
     if submission.tools is not None:
         return submission.tools
     if agent.definition.tools is not None:
-        return agent.definition.tools
+        return [tool_name(t) if is_sub_agent_ref(t) else t for t in agent.definition.tools]
     return None if policy.enabled_tools is None else sorted(policy.enabled_tools)

@@ -60,6 +60,16 @@ class ChainRepository(TenantScoped):
         fetched = [ChainRecord.model_validate(row._mapping) for row in rows]
         return Page.of(fetched, limit, lambda chain: Cursor(chain.started_at, chain.id))
 
+    async def child_ids(self, chain_id: UUID) -> list[UUID]:
+        """The chains of the sub-agents' tasks the chain's calls started, oldest first."""
+        c = reasoning_chains.c
+        statement = (
+            select(c.id)
+            .where(c.tenant_id == self.tenant_id, c.parent_chain_id == chain_id)
+            .order_by(c.started_at, c.id)
+        )
+        return list((await self.connection.scalars(statement)).all())
+
     async def get_by_task(self, task_id: UUID) -> ChainRecord | None:
         statement = self._select().where(
             reasoning_chains.c.task_id == task_id, reasoning_chains.c.parent_chain_id.is_(None)

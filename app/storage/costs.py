@@ -72,10 +72,20 @@ class CostRepository:
         self._sqlite = connection.dialect.name == "sqlite"
 
     async def of_task(self, task_id: UUID) -> list[CostRecordRow]:
+        """The task's records and those of its sub-agents' tasks (its family below it), in
+        the order they were recorded."""
+        family = [task_id]
+        generation = [task_id]
+        while generation:  # a family is a few generations deep (OMNIFORGE_MAX_AGENT_DEPTH)
+            below = select(tasks.c.id).where(
+                tasks.c.tenant_id == self.tenant_id, tasks.c.parent_task_id.in_(generation)
+            )
+            generation = list((await self.connection.scalars(below)).all())
+            family.extend(generation)
         c = cost_records.c
         statement = (
             select(cost_records)
-            .where(c.tenant_id == self.tenant_id, c.task_id == task_id)
+            .where(c.tenant_id == self.tenant_id, c.task_id.in_(family))
             .order_by(c.id)
         )
         rows = (await self.connection.execute(statement)).all()

@@ -52,6 +52,11 @@ class TaskRecord(_Record):
     fork_step: int | None = None
     # The schedule whose firing made it.
     schedule_id: UUID | None = None
+    # A sub-agent's task: whose call started it, its family's first task, its depth.
+    parent_task_id: UUID | None = None
+    parent_step_id: UUID | None = None
+    root_task_id: UUID | None = None
+    depth: int = 0
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -190,6 +190,10 @@ class RunLog:
         self._database = database
         self.notices = notices or Notices()
 
+    @property
+    def database(self) -> Database:
+        return self._database
+
     @asynccontextmanager
     async def _announcing(self) -> AsyncIterator[tuple[AsyncConnection, "_Notes"]]:
         """A transaction and the notices it announces (`notes.send`): on Postgres a NOTIFY
@@ -237,6 +241,8 @@ class RunLog:
                     select(func.count())
                     .select_from(tasks)
                     .where(tasks.c.tenant_id == tenant_id, tasks.c.status.in_(_RUNNING))
+                    # A family counts once: sub-agents' tasks run within their root's.
+                    .where(tasks.c.parent_task_id.is_(None))
                 )
                 if (unfinished or 0) >= max_unfinished:
                     raise TooManyUnfinished(unfinished or 0, max_unfinished)
@@ -475,6 +481,31 @@ class RunLog:
             )
             row = (await connection.execute(_with_usage().where(tasks.c.id == task_id))).first()
         return None if row is None else TaskRecord.model_validate(row._mapping)
+
+    async def claim_child(self, task_id: UUID, me: str) -> TaskRecord | None:
+        """Takes a sub-agent's task that waits to be started or resumed (the queue never
+        claims one: its parent's run does) for `me`; None when it is not waiting."""
+        async with self._database.transaction() as connection:
+            result = await connection.execute(
+                update(tasks)
+                .where(tasks.c.id == task_id, tasks.c.runner_id.is_(None))
+                .where(tasks.c.status.in_([TaskState.SUBMITTED, TaskState.WORKING]))
+                .values(runner_id=me)
+                .returning(tasks.c.id)
+            )
+            if result.first() is None:
+                return None
+            row = (await connection.execute(_with_usage().where(tasks.c.id == task_id))).first()
+        return None if row is None else TaskRecord.model_validate(row._mapping)
+
+    async def children(self, task_id: UUID) -> list[TaskRecord]:
+        """The sub-agents' tasks a task's calls started, oldest first."""
+        statement = (
+            _with_usage().where(tasks.c.parent_task_id == task_id).order_by(tasks.c.created_at)
+        )
+        async with self._database.read() as connection:
+            rows = (await connection.execute(statement)).all()
+        return [TaskRecord.model_validate(row._mapping) for row in rows]
 
     async def release(self, task_ids: Sequence[UUID], me: str, *, resumed: bool = True) -> int:
         """Gives `me`'s unfinished runs back to the queue, for another instance (or `me`

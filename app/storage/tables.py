@@ -22,8 +22,9 @@ from sqlalchemy import (
 
 from app.storage.types import BigIntegerKey, JSONDocument, Money, UTCDateTime
 
-CLAIMABLE = "runner_id IS NULL AND status IN ('submitted', 'working')"
-"""A task in the queue: no instance owns it, and it is new (`submitted`) or to be resumed."""
+CLAIMABLE = "runner_id IS NULL AND status IN ('submitted', 'working') AND parent_task_id IS NULL"
+"""A task in the queue: no instance owns it, and it is new (`submitted`) or to be resumed. A
+sub-agent's task never is: it runs where its parent runs, which starts (or resumes) it."""
 
 metadata = MetaData(
     naming_convention={
@@ -112,10 +113,17 @@ tasks = Table(
     Column("fork_step", Integer),
     # The schedule whose firing made it; NULL: submitted by a caller.
     Column("schedule_id", Uuid),
+    # A sub-agent's task: the task whose call (`parent_step_id`, its tool_call step) started
+    # it, its family's first task, and how deep it is in the family (0: not a sub-agent's).
+    Column("parent_task_id", Uuid),
+    Column("parent_step_id", Uuid),
+    Column("root_task_id", Uuid),
+    Column("depth", Integer, nullable=False, server_default=text("0")),
     Column("created_at", UTCDateTime, nullable=False),
     Column("started_at", UTCDateTime),
     Column("finished_at", UTCDateTime),
     Index("ix_tasks_tenant_created", "tenant_id", "created_at", "id"),
+    Index("ix_tasks_parent", "parent_task_id"),
     # The queue: tasks no instance owns that one may claim (new ones, and runs to resume).
     Index(
         "ix_tasks_claimable",
@@ -689,4 +697,25 @@ audit_deletions = Table(
     Column("tenant_id", TENANT_ID, nullable=False),
     Column("before", UTCDateTime),
     Column("task_id", String(36)),
+)
+
+# A tenant's remote A2A agents, registered by their agent card's URL; each skill of the card
+# (as last fetched) becomes the tenant's tool `<name>__<skill>` of type `sub_agent`.
+remote_agents = Table(
+    "remote_agents",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("tenant_id", TENANT_ID, nullable=False),
+    Column("name", SLUG, nullable=False),
+    Column("card_url", Text, nullable=False),
+    # Header name -> text or {"secret": NAME, "prefix": TEXT}, sent with every request.
+    Column("headers", JSONDocument, nullable=False),
+    # The agent card as last fetched (A2A's JSON form) and when.
+    Column("card", JSONDocument, nullable=False),
+    Column("fetched_at", UTCDateTime, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("created_by", NAME, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    UniqueConstraint("tenant_id", "name", name="uq_remote_agents_tenant_name"),
 )

@@ -2,9 +2,13 @@
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from app.chain import ErrorCode, FailedAttempt
 from app.chain.errors import ChainAbort
+
+if TYPE_CHECKING:
+    from app.tools.models import ChildRun
 
 
 class ToolRegistryError(Exception):
@@ -62,6 +66,7 @@ class ToolError(Exception):
         status_code: int | None = None,
         retry_after_s: float | None = None,
         failed_attempts: list[FailedAttempt] | None = None,
+        child: "ChildRun | None" = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -72,6 +77,8 @@ class ToolError(Exception):
         self.retry_after_s = retry_after_s
         # Attempts inside this one (e.g. LLM deployments the router fell back from).
         self.failed_attempts = failed_attempts or []
+        # A sub-agent call whose child task failed: the child and what it used all the same.
+        self.child = child
 
 
 class ToolTimeoutError(ToolError):

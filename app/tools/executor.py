@@ -408,28 +408,39 @@ class ToolExecutor:
                 limit = sys.maxsize
             rendered, truncated, original_chars = render_result(output.value, limit)
             known_tokens = output.input_tokens is not None and output.output_tokens is not None
+            usage: dict[str, Any] = {
+                "model": output.model or call_info.model,
+                "provider": output.provider,
+                "deployment": output.deployment,
+                "input_tokens": output.input_tokens,
+                "output_tokens": output.output_tokens,
+                "total_tokens": (output.input_tokens or 0) + (output.output_tokens or 0)
+                if known_tokens
+                else None,
+                "cost_usd": output.cost_usd,
+                "unpriced": output.unpriced,
+            }
+            if output.child is not None:
+                usage.update(output.child.result_fields())
             info = ToolResultInfo(
                 success=True,
                 result=rendered,
                 truncated=truncated,
                 original_chars=original_chars,
-                model=output.model or call_info.model,
-                provider=output.provider,
-                deployment=output.deployment,
-                input_tokens=output.input_tokens,
-                output_tokens=output.output_tokens,
-                total_tokens=(output.input_tokens or 0) + (output.output_tokens or 0)
-                if known_tokens
-                else None,
-                cost_usd=output.cost_usd,
-                unpriced=output.unpriced,
                 cached=output.cached,
+                **usage,
                 **common,
             )
         else:
             code, message = _failure(definition.type if definition else None, outcome)
+            child = None if outcome.error is None else outcome.error.child
             info = ToolResultInfo(
-                success=False, error=message, error_code=code, model=call_info.model, **common
+                success=False,
+                error=message,
+                error_code=code,
+                model=call_info.model,
+                **common,
+                **({} if child is None else child.result_fields()),
             )
         summary = call.entry.tool.summarize(info) if call.entry else f"{info.error_code}"
         result_step = chain.add_step(
@@ -447,7 +458,8 @@ class ToolExecutor:
     async def _settle(self, call: _Prepared, result: ToolResult) -> GuardRejection | None:
         """Hands usage to the recorder, then lets guards see the result."""
         info = result.info
-        if self._recorder is not None and _has_usage(info):
+        # A sub-agent's usage is in its own task's cost records already.
+        if self._recorder is not None and _has_usage(info) and info.child_task_id is None:
             assert info.tool_name is not None, "the executor names every result's tool"
             assert info.tool_type is not None
             await self._recorder.record_cost(

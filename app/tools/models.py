@@ -311,6 +311,35 @@ class ModelImage:
         return f"data:{self.media_type};base64,{base64.b64encode(self.data).decode('ascii')}"
 
 
+@dataclass(frozen=True, slots=True)
+class ChildRun:
+    """The sub-agent task a call started, and what it and its own sub-agents used: the call's
+    result names it and carries its usage (recorded in the child's own cost records, so it is
+    never billed again)."""
+
+    task_id: UUID
+    chain_id: UUID
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    llm_calls: int = 0
+    cost_usd: Decimal = Decimal(0)
+    unpriced: bool = False
+
+    def result_fields(self) -> dict[str, Any]:
+        """Its part of the call's `ToolResultInfo`."""
+        return {
+            "child_task_id": self.task_id,
+            "child_chain_id": self.chain_id,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+            "llm_calls": self.llm_calls,
+            "cost_usd": self.cost_usd,
+            "unpriced": self.unpriced,
+        }
+
+
 @dataclass(slots=True)
 class ToolOutput:
     """What a successful `execute` returns: the value and, if the tool knows it, its usage;
@@ -328,6 +357,8 @@ class ToolOutput:
     cached: bool = False
     # Failures inside the successful attempt (e.g. deployments the LLM router fell back from).
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
+    # A sub-agent call's child task (its usage replaces the fields above in the result).
+    child: ChildRun | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ class Route:
             conversation_id=uuid4(),
             file_id=uuid4(),
             server_id=uuid4(),
+            remote_agent_id=uuid4(),
             key_id=uuid4(),
             approval_id=uuid4(),
             webhook_id=uuid4(),
@@ -78,6 +79,12 @@ BODIES: dict[str, Callable[[], Any]] = {
         "url": "http://127.0.0.1:9/mcp",
     },
     "PATCH /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": lambda: {"allowed_tools": None},
+    # A loopback card no allow-list of the test's tenants admits: its owner gets a 422.
+    "POST /api/v1/tenants/{tenant_id}/remote-agents": lambda: {
+        "name": f"r-{uuid4().hex[:8]}",
+        "card_url": "http://127.0.0.1:9/.well-known/agent-card.json",
+    },
+    "PATCH /api/v1/tenants/{tenant_id}/remote-agents/{remote_agent_id}": lambda: {"enabled": False},
     # A public address written as one: no name to resolve.
     "POST /api/v1/tenants/{tenant_id}/webhooks": lambda: {
         "url": "https://93.184.215.14/hook",
@@ -167,6 +174,11 @@ ROUTES = [
     Route("PATCH", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}"),
     Route("POST", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}/refresh"),
     Route("DELETE", "/api/v1/tenants/{tenant_id}/mcp-servers/{server_id}"),
+    Route("POST", "/api/v1/tenants/{tenant_id}/remote-agents"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/remote-agents"),
+    Route("GET", "/api/v1/tenants/{tenant_id}/remote-agents/{remote_agent_id}"),
+    Route("PATCH", "/api/v1/tenants/{tenant_id}/remote-agents/{remote_agent_id}"),
+    Route("DELETE", "/api/v1/tenants/{tenant_id}/remote-agents/{remote_agent_id}"),
     Route("POST", "/api/v1/tenants/{tenant_id}/webhooks"),
     Route("GET", "/api/v1/tenants/{tenant_id}/webhooks"),
     Route("GET", "/api/v1/tenants/{tenant_id}/webhooks/task-secret"),
@@ -213,6 +225,8 @@ ROUTES_WITH_IDS = [
     # Each tried with another tenant's own file / MCP server in their own tests.
     and "{file_id}" not in route.template
     and "{server_id}" not in route.template
+    # Tried with another tenant's own remote agent in tests/api/test_remote_agents.py.
+    and "{remote_agent_id}" not in route.template
     # Tried with another tenant's own endpoint and delivery in tests/api/test_webhooks.py.
     and "{webhook_id}" not in route.template
     and "{delivery_id}" not in route.template
@@ -378,6 +392,7 @@ OWNER_STATUS = {
     "POST /api/v1/tasks/{task_id}/replay": 422,
     "POST /api/v1/tasks/{task_id}/fork": 422,
     "POST /api/v1/tenants/{tenant_id}/mcp-servers": 201,
+    "POST /api/v1/tenants/{tenant_id}/remote-agents": 422,
     "POST /api/v1/tenants/{tenant_id}/webhooks": 201,
     "DELETE /api/v1/tasks/{task_id}": 204,
 }
@@ -420,3 +435,63 @@ async def test_the_task_list_shows_only_the_callers_tenant(
     assert mine.status_code == 200
     assert mine.json() == {"items": [], "next_cursor": None}
     assert [task["id"] for task in owners.json()["items"]] == [theirs["task_id"]]
+
+
+# The A2A routes: each agent of a tenant served as an A2A agent. Not in the OpenAPI document
+# (the agent card describes them), so not in ROUTES, whose tables follow that document; the
+# same checks run on them here and in tests/api/test_rbac.py, the A2A answers themselves in
+# tests/api/test_a2a_server.py.
+A2A_BASE = "/a2a/v1/tenants/{tenant_id}/agents/{name}"
+A2A_ROUTES = [
+    Route("GET", A2A_BASE + "/.well-known/agent-card.json"),
+    Route("POST", A2A_BASE),
+    Route("POST", A2A_BASE + "/message:send"),
+    Route("POST", A2A_BASE + "/message:stream"),
+    Route("GET", A2A_BASE + "/tasks"),
+    Route("GET", A2A_BASE + "/tasks/{task_id}"),
+    Route("POST", A2A_BASE + "/tasks/{task_id}:cancel"),
+    Route("GET", A2A_BASE + "/tasks/{task_id}:subscribe"),
+    Route("POST", A2A_BASE + "/tasks/{task_id}:subscribe"),
+]
+A2A_MESSAGE = {
+    "message": {
+        "messageId": "m-1",
+        "role": "ROLE_USER",
+        "parts": [{"text": "What is 17 * 23 + 4?"}],
+    }
+}
+BODIES.update(
+    {
+        # The JSON-RPC binding: one route, each method with its permission (reading here).
+        f"POST {A2A_BASE}": lambda: {"jsonrpc": "2.0", "id": 1, "method": "ListTasks"},
+        f"POST {A2A_BASE}/message:send": lambda: A2A_MESSAGE,
+        f"POST {A2A_BASE}/message:stream": lambda: A2A_MESSAGE,
+    }
+)
+
+
+@pytest.mark.parametrize("route", A2A_ROUTES, ids=str)
+@pytest.mark.parametrize(
+    ("authorization", "token_given"),
+    [(builder, given) for _, builder, given in BAD_CREDENTIALS],
+    ids=[name for name, _, _ in BAD_CREDENTIALS],
+)
+async def test_an_a2a_route_refuses_unusable_credentials_with_a_bearer_challenge(
+    service: Service,
+    tenant: str,
+    route: Route,
+    authorization: Callable[[str], str | None],
+    token_given: bool,
+) -> None:
+    await test_a_route_refuses_unusable_credentials_with_a_bearer_challenge(
+        service, tenant, route, authorization, token_given
+    )
+
+
+@pytest.mark.parametrize("route", A2A_ROUTES, ids=str)
+async def test_an_a2a_route_naming_another_tenant_is_not_found_and_leaks_nothing(
+    service: Service, tenant: str, other_tenant: str, route: Route
+) -> None:
+    await test_another_tenants_ids_are_not_found_and_nothing_of_theirs_leaks(
+        service, tenant, other_tenant, route
+    )

@@ -216,6 +216,8 @@ WRONG_METHODS = [
     ("PUT", "/api/v1/tasks/{id}", {"GET", "DELETE"}),
     ("GET", "/api/v1/tasks/{id}/cancel", {"POST"}),
     ("POST", "/api/v1/chains/{id}", {"GET"}),
+    ("PUT", "/api/v1/tenants/{id}/remote-agents", {"GET", "POST"}),
+    ("POST", "/api/v1/tenants/{id}/remote-agents/{id}", {"GET", "PATCH", "DELETE"}),
     ("POST", "/healthz", {"GET"}),
 ]
 

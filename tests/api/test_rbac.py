@@ -4,8 +4,11 @@ refusal names the missing permission, and members cancel only their own tasks.""
 from typing import Any
 
 import pytest
+from fastapi.routing import APIRoute
 
+from app.api.a2a.router import router as a2a_router
 from app.security.rbac import Permission, Role
+from tests.api import test_auth
 from tests.api.helpers import assert_problem, script_two_tool_task, stream, submit
 from tests.api.test_auth import ROUTES
 from tests.fakes.openai_server import Reply
@@ -122,6 +125,19 @@ EXPECTED: dict[str, dict[str, int]] = {
     ),
     "DELETE /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": _only(
         {"platform_admin": 404, "tenant_admin": 404}
+    ),
+    # A card at a loopback address the tenant did not allow; agents nobody registered.
+    "POST /api/v1/tenants/{tenant_id}/remote-agents": _only(
+        {"platform_admin": 422, "tenant_admin": 422}
+    ),
+    "GET /api/v1/tenants/{tenant_id}/remote-agents": _only(ADMINS),
+    **dict.fromkeys(
+        [
+            "GET /api/v1/tenants/{tenant_id}/remote-agents/{remote_agent_id}",
+            "PATCH /api/v1/tenants/{tenant_id}/remote-agents/{remote_agent_id}",
+            "DELETE /api/v1/tenants/{tenant_id}/remote-agents/{remote_agent_id}",
+        ],
+        _only({"platform_admin": 404, "tenant_admin": 404}),
     ),
     # Endpoints and deliveries nobody made (the permitted ones are 404).
     "POST /api/v1/tenants/{tenant_id}/webhooks": _only(
@@ -254,6 +270,16 @@ NEEDS: dict[str, str] = {
     "DELETE /api/v1/tenants/{tenant_id}/mcp-servers/{server_id}": Permission.TOOL_CONFIGURE,
     **dict.fromkeys(
         [
+            "POST /api/v1/tenants/{tenant_id}/remote-agents",
+            "GET /api/v1/tenants/{tenant_id}/remote-agents",
+            "GET /api/v1/tenants/{tenant_id}/remote-agents/{remote_agent_id}",
+            "PATCH /api/v1/tenants/{tenant_id}/remote-agents/{remote_agent_id}",
+            "DELETE /api/v1/tenants/{tenant_id}/remote-agents/{remote_agent_id}",
+        ],
+        Permission.TOOL_CONFIGURE,
+    ),
+    **dict.fromkeys(
+        [
             "POST /api/v1/tenants/{tenant_id}/webhooks",
             "GET /api/v1/tenants/{tenant_id}/webhooks",
             "GET /api/v1/tenants/{tenant_id}/webhooks/task-secret",
@@ -353,3 +379,74 @@ async def test_members_cancel_their_own_tasks_and_tenant_admins_any(
     assert by_admin.status_code == 200
     assert by_admin.json()["status"] == "cancelled"
     assert by_admin.json()["error_message"] == "cancelled by root"
+
+
+A2A_BASE = test_auth.A2A_BASE
+A2A_ROUTES = test_auth.A2A_ROUTES
+
+# The A2A routes (tests/api/test_auth.py's A2A_ROUTES) on the built-in agent, the task a
+# finished one of another member. Past the permission the answers are A2A's: the finished
+# task cannot be cancelled (a member's refusal, another's task, is A2A's too) nor subscribed
+# to without a Last-Event-ID (400 in the HTTP+JSON binding).
+A2A_EXPECTED: dict[str, dict[str, int]] = {
+    f"GET {A2A_BASE}/.well-known/agent-card.json": ALL,
+    f"POST {A2A_BASE}": ALL,
+    f"POST {A2A_BASE}/message:send": _only(
+        {"platform_admin": 200, "tenant_admin": 200, "member": 200}
+    ),
+    f"POST {A2A_BASE}/message:stream": _only(
+        {"platform_admin": 200, "tenant_admin": 200, "member": 200}
+    ),
+    f"GET {A2A_BASE}/tasks": ALL,
+    f"GET {A2A_BASE}/tasks/{{task_id}}": ALL,
+    f"POST {A2A_BASE}/tasks/{{task_id}}:cancel": _only(
+        {"platform_admin": 400, "tenant_admin": 400, "member": 400}
+    ),
+    f"GET {A2A_BASE}/tasks/{{task_id}}:subscribe": dict.fromkeys(ROLES, 400) | {"none": 403},
+    f"POST {A2A_BASE}/tasks/{{task_id}}:subscribe": dict.fromkeys(ROLES, 400) | {"none": 403},
+}
+A2A_NEEDS: dict[str, str] = {
+    f"GET {A2A_BASE}/.well-known/agent-card.json": Permission.TASK_READ,
+    f"POST {A2A_BASE}": Permission.TASK_READ,  # ListTasks
+    f"POST {A2A_BASE}/message:send": Permission.TASK_CREATE,
+    f"POST {A2A_BASE}/message:stream": Permission.TASK_CREATE,
+    f"GET {A2A_BASE}/tasks": Permission.TASK_READ,
+    f"GET {A2A_BASE}/tasks/{{task_id}}": Permission.TASK_READ,
+    f"POST {A2A_BASE}/tasks/{{task_id}}:cancel": Permission.TASK_CANCEL,
+    f"GET {A2A_BASE}/tasks/{{task_id}}:subscribe": Permission.TASK_READ,
+    f"POST {A2A_BASE}/tasks/{{task_id}}:subscribe": Permission.TASK_READ,
+}
+
+
+def test_the_a2a_table_covers_every_a2a_route() -> None:
+    served = {
+        f"{method} {route.path}".replace("{agent_name}", "{name}").replace("{id}", "{task_id}")
+        for route in a2a_router.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods or ()
+    }
+    assert served == {str(route) for route in A2A_ROUTES} == set(A2A_EXPECTED) == set(A2A_NEEDS)
+
+
+@pytest.mark.parametrize("role", ROLES)
+async def test_every_a2a_route_answers_each_role_as_its_permissions_say(
+    service: Service, tenant: str, role: str
+) -> None:
+    theirs = await _finished_task(service, tenant)
+    service.fake_llm.always(MODEL, Reply.text("Done."))
+    roles = () if role == "none" else (role,)
+    got: dict[str, int] = {}
+    async with service.client(tenant, sub=f"{role}-user", roles=roles) as client:
+        for route in A2A_ROUTES:
+            url = route.url(
+                task_id=theirs["task_id"], chain_id=theirs["chain_id"], tenant_id=tenant
+            )
+            response = await client.request(
+                route.method, url, headers={"A2A-Version": "1.0"}, **route.request_kwargs()
+            )
+            got[str(route)] = response.status_code
+            if response.status_code == 403:
+                body = assert_problem(response, 403, "forbidden")
+                assert body["permission"] == A2A_NEEDS[str(route)], body
+
+    assert got == {route: statuses[role] for route, statuses in A2A_EXPECTED.items()}

@@ -5,9 +5,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.agents.spec import AgentApprovals, OnLimit, ToolName
+from app.agents.spec import AgentApprovals, OnLimit, ToolEntry
 from app.chain import Budget
-from app.runs.agents import AgentDefinition
+from app.runs.agents import AgentDefinition, SubAgentPolicy
 from app.runs.models import AgentName, Metadata
 from app.storage.records import AgentRecord
 
@@ -49,12 +49,14 @@ class AgentUpdate(BaseModel):
     instructions: str | None = None
     kind: str | None = None
     model: str | None = None
-    tools: list[ToolName] | None = None
+    tools: list[ToolEntry] | None = None
     temperature: float | None = None
     max_iterations: int | None = None
     max_output_tokens: int | None = None
     response_format: dict[str, Any] | None = None
     budget: Budget | None = None
+    input_schema: dict[str, Any] | None = None
+    sub_agents: dict[str, SubAgentPolicy] | None = None
     on_limit: OnLimit | None = None
     approvals: AgentApprovals | None = None
     metadata: Metadata | None = None

@@ -37,6 +37,8 @@ from app.storage.pagination import InvalidCursor
 from app.storage.records import AgentRecord
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.registry import ToolRegistry
+from app.tools.subagents import is_sub_agent_ref
+from app.tools.subagents import tool_name as sub_agent_tool_name
 
 # A name cursor sorting before every agent name (names start with a letter): the page after
 # a first page that showed only the built-in agent starts at the first stored one.
@@ -84,11 +86,14 @@ def check_definition(
     tenant: Tenant,
     definition: AgentDefinition,
     registry: ToolRegistry | None = None,
+    *,
+    name: str | None = None,
 ) -> None:
     """Refuses (422) a definition naming what its tenant's runs could not use: a model that is
     not configured or not approved, a tool that is not registered (in `registry`, the tenant's
     tools; default the process's) or not enabled, a kind this process does not have, or a
-    `response_format` that is not a JSON Schema."""
+    `response_format` that is not a JSON Schema; or agent `name` as its own sub-agent (a
+    longer cycle, through other agents, is refused when a call would close it)."""
     registry = registry or runtime.registry
     problems: list[FieldProblem] = []
     if definition.kind not in runtime.kinds:
@@ -107,16 +112,25 @@ def check_definition(
             problems.append(FieldProblem(field="body.model", message=message))
     enabled = tenant.enabled_tools
     seen: set[str] = set()
-    for index, name in enumerate(definition.tools or []):
+    for index, entry in enumerate(definition.tools or []):
         field = f"body.tools.{index}"
-        if name == LLM_TOOL_NAME or name not in registry:
-            problems.append(FieldProblem(field=field, message=f"unknown tool {name!r}"))
-        elif enabled is not None and name not in enabled:
-            message = f"{name!r} is not enabled for this tenant"
+        if is_sub_agent_ref(entry):
+            tool = sub_agent_tool_name(entry)
+            if name is not None and tool == sub_agent_tool_name(f"agent:{name}"):
+                message = f"{entry!r} is this agent itself: an agent may not call itself"
+                problems.append(FieldProblem(field=field, message=message))
+            elif tool in seen:
+                problems.append(FieldProblem(field=field, message=f"{entry!r} is listed twice"))
+            seen.add(tool)
+            continue
+        if entry == LLM_TOOL_NAME or entry not in registry:
+            problems.append(FieldProblem(field=field, message=f"unknown tool {entry!r}"))
+        elif enabled is not None and entry not in enabled:
+            message = f"{entry!r} is not enabled for this tenant"
             problems.append(FieldProblem(field=field, message=message))
-        elif name in seen:
-            problems.append(FieldProblem(field=field, message=f"{name!r} is listed twice"))
-        seen.add(name)
+        elif entry in seen:
+            problems.append(FieldProblem(field=field, message=f"{entry!r} is listed twice"))
+        seen.add(entry)
     if definition.response_format is not None:
         reason = schema_problem(definition.response_format)
         if reason is not None:
@@ -152,7 +166,9 @@ class AgentCatalog:
                 extra={"agent": body.name},
             )
         definition = body.definition()
-        check_definition(self._runtime, self._caller.tenant, definition, self._registry)
+        check_definition(
+            self._runtime, self._caller.tenant, definition, self._registry, name=body.name
+        )
         document = definition_document(definition)
         record = await self._agents.create(
             body.name, document, by=self._caller.subject, at=utc_now()
@@ -214,7 +230,9 @@ class AgentCatalog:
     async def _new_version(self, current: AgentRecord, definition: AgentDefinition) -> AgentRecord:
         if definition == AgentDefinition.model_validate(current.definition):
             return current
-        check_definition(self._runtime, self._caller.tenant, definition, self._registry)
+        check_definition(
+            self._runtime, self._caller.tenant, definition, self._registry, name=current.name
+        )
         document = definition_document(definition)
         record = await self._agents.add_version(
             current, document, by=self._caller.subject, at=utc_now()

@@ -36,9 +36,21 @@ class ChainSummary(BaseModel):
 
 class ChainOut(ChainSummary):
     """A chain with its steps in order (readable while it runs), as the reader may see them:
-    whole, or (`summary` visibility, without `chain:read_full`) as a summary."""
+    whole, or (`summary` visibility, without `chain:read_full`) as a summary; and the chains
+    of the sub-agents' tasks its calls started."""
 
+    child_chain_ids: list[UUID] = Field(
+        default_factory=list,
+        description="The chains of the sub-agents' tasks this chain's calls started (each "
+        "names this one as its `parent_chain_id`), oldest first.",
+    )
     steps: list[ReasoningStep | StepSummary]
+
+
+class ChainDocument(ChainSummary):
+    """A chain's envelope as served with its stored steps spliced in (`with_steps`)."""
+
+    child_chain_ids: list[UUID]
 
 
 class StepPage(BaseModel):

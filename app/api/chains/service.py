@@ -6,7 +6,7 @@ from uuid import UUID
 
 from app.api.access import Caller
 from app.api.auditing import chain_read
-from app.api.chains.schemas import ChainSummary, with_steps
+from app.api.chains.schemas import ChainDocument, ChainSummary, with_steps
 from app.api.state import AppState
 from app.governance.audit import AuditAction
 from app.runs.errors import NotFound
@@ -37,6 +37,7 @@ async def chain_document(
             chain_id = task.chain_id
         assert chain_id is not None
         chain = await _find_chain(chains, chain_id)
+        children = await chains.child_ids(chain_id)
         audited = _audit(state, caller, chain, view, action)
         if view.full_access:
             documents = await chains.step_documents(chain_id)
@@ -44,7 +45,8 @@ async def chain_document(
             documents = _render(view, await chains.step_rows(chain_id), after=0)
     # Awaited once the connection is back: on SQLite the writer needs that one connection.
     await audited
-    return with_steps(ChainSummary.of(chain), "steps", documents)
+    envelope = ChainDocument(**ChainSummary.of(chain).model_dump(), child_chain_ids=children)
+    return with_steps(envelope, "steps", documents)
 
 
 async def step_page(

@@ -219,8 +219,9 @@ async def get_task_costs(
     state: State,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """One record per call that reported usage, in order; totals equal the chain's metrics.
-    Needs `cost:view`, except for the task's own submitter."""
+    """One record per call that reported usage, in order, its sub-agents' tasks' calls
+    included (each names its task); totals equal the chain's metrics, which count the
+    sub-agents'. Needs `cost:view`, except for the task's own submitter."""
     task = await find_task(state, caller, task_id)
     own = task.user_id == caller.subject and Permission.TASK_READ in caller.permissions
     if not own and Permission.COST_VIEW not in caller.permissions:

@@ -78,6 +78,9 @@ class UsageReport(BaseModel):
 
 
 class TaskCost(BaseModel):
+    task_id: UUID = Field(
+        description="The task that made the call: this one, or a sub-agent's task under it."
+    )
     step_id: UUID
     tool_name: str
     tool_type: str

@@ -126,6 +126,18 @@ class TaskOut(BaseModel):
         default=None, description="The task this one forks (its steps up to `fork_step`)."
     )
     fork_step: int | None = None
+    parent_task_id: UUID | None = Field(
+        default=None,
+        description="A sub-agent's task: the task whose call started it (`parent_step_id`, "
+        "that call's `tool_call` step).",
+    )
+    parent_step_id: UUID | None = None
+    root_task_id: UUID | None = Field(
+        default=None, description="A sub-agent's task: its family's first task."
+    )
+    depth: int = Field(
+        default=0, description="0 for a task a caller submitted, 1 for its sub-agents' tasks..."
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -161,6 +173,10 @@ class TaskOut(BaseModel):
             replay_report=task.replay_report,
             forked_from=task.forked_from,
             fork_step=task.fork_step,
+            parent_task_id=task.parent_task_id,
+            parent_step_id=task.parent_step_id,
+            root_task_id=task.root_task_id,
+            depth=task.depth,
             created_at=task.created_at,
             started_at=task.started_at,
             finished_at=task.finished_at,

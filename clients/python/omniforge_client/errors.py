@@ -128,6 +128,10 @@ class McpServerExists(Conflict):
     pass
 
 
+class RemoteAgentExists(Conflict):
+    """The tenant has a remote A2A agent (or an MCP server) of that name already."""
+
+
 class ApprovalDecided(Conflict):
     """The tool call was decided already (or denied by its timeout)."""
 
@@ -203,6 +207,7 @@ _BY_SLUG: dict[str, type[APIError]] = {
     "agent-archived": AgentArchived,
     "agent-builtin": AgentBuiltin,
     "mcp-server-exists": McpServerExists,
+    "remote-agent-exists": RemoteAgentExists,
     "conversation-busy": ConversationBusy,
     "approval-decided": ApprovalDecided,
     "payload-too-large": PayloadTooLarge,

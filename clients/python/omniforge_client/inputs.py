@@ -51,6 +51,9 @@ class AgentDefinition(TypedDict, total=False):
     max_output_tokens: int
     response_format: Mapping[str, Any]
     budget: BudgetLimits
+    # Its arguments as another agent's sub-agent; how it calls its own (`agent:name` tools).
+    input_schema: dict[str, Any]
+    sub_agents: dict[str, Any]
     on_limit: Literal["fail", "answer"]
     approvals: Mapping[str, Any]
     metadata: Mapping[str, Any]
@@ -69,6 +72,8 @@ class AgentChanges(TypedDict, total=False):
     max_output_tokens: int | None
     response_format: Mapping[str, Any] | None
     budget: BudgetLimits | None
+    input_schema: dict[str, Any] | None
+    sub_agents: dict[str, Any] | None
     on_limit: Literal["fail", "answer"] | None
     approvals: Mapping[str, Any] | None
     metadata: Mapping[str, Any] | None

@@ -162,6 +162,11 @@ class Task(ApiModel):
     replay_report: ReplayReport | None = None
     forked_from: UUID | None = None
     fork_step: int | None = None
+    # A sub-agent's task: the task (and call step) that started it, its family's first task.
+    parent_task_id: UUID | None = None
+    parent_step_id: UUID | None = None
+    root_task_id: UUID | None = None
+    depth: int = 0
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -234,6 +239,10 @@ class ToolResultInfo(ApiModel):
     cost_usd: Decimal | None = None
     unpriced: bool = False
     cached: bool = False
+    # A sub-agent call's result: the task and chain it started, the LLM calls of its family.
+    child_task_id: UUID | None = None
+    child_chain_id: UUID | None = None
+    llm_calls: int | None = None
 
 
 class SynthesisInfo(ApiModel):
@@ -322,6 +331,8 @@ class Chain(ApiModel):
     error_message: str | None
     started_at: datetime
     completed_at: datetime | None
+    # The chains of the sub-agents' tasks this chain's calls started.
+    child_chain_ids: list[UUID] = Field(default_factory=list)
     steps: list[Step]
 
 
@@ -406,6 +417,9 @@ class Agent(ApiModel):
     max_output_tokens: int | None = None
     response_format: dict[str, Any] | None = None
     budget: Budget | None = None
+    # How other agents call it as a sub-agent, and how it calls its own (by agent name).
+    input_schema: dict[str, Any] | None = None
+    sub_agents: dict[str, Any] = Field(default_factory=dict)
     on_limit: Literal["fail", "answer"] = "fail"
     # Which tool calls wait for a human: `tools` and `types` rules, `timeout_s`,
     # `submitter_decides`.
@@ -504,6 +518,8 @@ class UsageReport(ApiModel):
 class TaskCost(ApiModel):
     api_schema = "TaskCost"
 
+    # The task that made the call: the one asked about, or a sub-agent's task under it.
+    task_id: UUID
     step_id: UUID
     tool_name: str
     tool_type: str

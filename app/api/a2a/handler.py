@@ -1,0 +1,323 @@
+"""The A2A request handler over our tasks: the SDK's bindings parse each request and render
+each answer; every operation here is one of ours (`submit_task`, `find_task`,
+`cancel_task`, the task's stream), on behalf of the caller the route authenticated, on the
+agent its path names (`A2ACall`). Nothing is stored here: our tasks, streams and store are
+the truth."""
+
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import UTC
+from uuid import UUID
+
+from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
+from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.types import a2a_pb2 as a2a
+from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
+from a2a.utils.errors import (
+    A2AError,
+    ExtendedAgentCardNotConfiguredError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+)
+from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
+from pydantic import ValidationError
+
+from app.api.a2a.errors import a2a_error, only_text, task_not_found
+from app.api.a2a.events import StreamMapper
+from app.api.a2a.listing import TaskFilter, task_page
+from app.api.a2a.mapping import OUR_STATES, a2a_task
+from app.api.access import Caller
+from app.api.conversations.router import create_conversation
+from app.api.conversations.schemas import ConversationCreate
+from app.api.state import AppState
+from app.api.tasks.service import (
+    cancel_task,
+    find_task,
+    open_stream,
+    stream_position,
+    submit_task,
+)
+from app.runs import TaskSubmission
+from app.runs.agents import DEFAULT_AGENT, ResolvedAgent
+from app.runs.channel import LiveDelta, StreamEvent, StreamItem
+from app.runs.streams import task_stream
+from app.storage.pagination import Cursor
+from app.storage.records import TaskRecord
+from app.tools.a2a.extension import LAST_EVENT_ID_HEADER
+
+CALL_KEY = "omniforge.a2a"
+"""Where the route leaves its `A2ACall`: in the request's scope, then the call context."""
+
+
+@dataclass(frozen=True, slots=True)
+class A2ACall:
+    """One A2A request: the service, the authenticated caller, the agent its path names."""
+
+    state: AppState
+    caller: Caller
+    agent: ResolvedAgent
+
+    @classmethod
+    def of(cls, context: ServerCallContext) -> "A2ACall":
+        call = context.state.get(CALL_KEY)
+        assert isinstance(call, A2ACall), "the A2A routes set the call before dispatching"
+        return call
+
+    async def task(self, task_id: str) -> TaskRecord:
+        """The caller's task of this agent; any other is not found."""
+        try:
+            task = await find_task(self.state, self.caller, UUID(task_id))
+        except ValueError:
+            raise task_not_found(task_id) from None
+        if (task.agent_name or DEFAULT_AGENT) != self.agent.name:
+            raise task_not_found(task_id)
+        return task
+
+
+@contextlib.contextmanager
+def _as_a2a_errors() -> Iterator[None]:
+    """Our domain errors leave as A2A errors (see `a2a_error`)."""
+    try:
+        yield
+    except A2AError:
+        raise
+    except Exception as exc:
+        error = a2a_error(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+class TaskHandler(RequestHandler):
+    """SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask and
+    SubscribeToTask over our tasks; push notifications and the extended card are not
+    offered (the card says so)."""
+
+    async def on_get_task(self, params: a2a.GetTaskRequest, context: ServerCallContext) -> a2a.Task:
+        validate_history_length(params)
+        with _as_a2a_errors():
+            task = await A2ACall.of(context).task(params.id)
+        return apply_history_length(a2a_task(task), params)
+
+    async def on_list_tasks(
+        self, params: a2a.ListTasksRequest, context: ServerCallContext
+    ) -> a2a.ListTasksResponse:
+        """The agent's tasks of the caller's tenant, newest first; `page_token` is the
+        `next_page_token` of the page before."""
+        call = A2ACall.of(context)
+        validate_history_length(params)
+        page_size = DEFAULT_LIST_TASKS_PAGE_SIZE
+        if params.HasField("page_size"):
+            page_size = params.page_size
+        validate_page_size(page_size)
+        conversation_id: UUID | None = None
+        if params.context_id:
+            try:
+                conversation_id = UUID(params.context_id)
+            except ValueError:
+                raise InvalidParamsError(f"no context {params.context_id!r} here") from None
+        wanted = TaskFilter(
+            agent=call.agent.name,
+            conversation_id=conversation_id,
+            states=OUR_STATES.get(params.status, ())
+            if params.status != a2a.TASK_STATE_UNSPECIFIED
+            else None,
+            changed_after=params.status_timestamp_after.ToDatetime(UTC)
+            if params.HasField("status_timestamp_after")
+            else None,
+        )
+        with _as_a2a_errors():
+            cursor = Cursor.decode(params.page_token) if params.page_token else None
+            async with call.state.database.read() as connection:
+                page, total = await task_page(
+                    connection, call.caller.tenant_id, wanted, cursor=cursor, limit=page_size
+                )
+        return a2a.ListTasksResponse(
+            tasks=[apply_history_length(a2a_task(task), params) for task in page.items],
+            next_page_token=page.next_cursor or "",
+            page_size=page_size,
+            total_size=total,
+        )
+
+    async def on_cancel_task(
+        self, params: a2a.CancelTaskRequest, context: ServerCallContext
+    ) -> a2a.Task:
+        """Stops the run (members their own tasks, tenant admins any) and answers the task
+        as it ended; a finished task is not cancelable."""
+        call = A2ACall.of(context)
+        with _as_a2a_errors():
+            task = await call.task(params.id)
+            cancelled = await cancel_task(call.state, call.caller, task.id)
+        return a2a_task(cancelled)
+
+    async def on_message_send(
+        self, params: a2a.SendMessageRequest, context: ServerCallContext
+    ) -> a2a.Task:
+        """Starts the task; answers at once with `return_immediately`, else once it has
+        ended or waits for a human (`INPUT_REQUIRED`), following its stream (no polling)."""
+        call = A2ACall.of(context)
+        validate_history_length(params.configuration)
+        with _as_a2a_errors():
+            task = await _start(call, params.message)
+            if params.configuration.return_immediately:
+                return apply_history_length(a2a_task(task), params.configuration)
+            mapper = StreamMapper(task)
+            events = task_stream(
+                call.state.runs,
+                call.state.run_log,
+                task.id,
+                task.tenant_id,
+                task.chain_id,
+                after=0,
+                keepalive_s=None,
+            )
+            async with contextlib.aclosing(_stored_events(events)) as stored:
+                async for item in stored:
+                    mapper.feed(item)
+                    if mapper.paused:
+                        break
+            task = await find_task(call.state, call.caller, task.id)
+        done = a2a_task(task, state=mapper.state, message=mapper.message)
+        return apply_history_length(done, params.configuration)
+
+    async def on_message_send_stream(
+        self, params: a2a.SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        """The task as started, then its status updates and its answer, until it ends or
+        waits for a human (see `_follow`)."""
+        call = A2ACall.of(context)
+        with _as_a2a_errors():
+            task = await _start(call, params.message)
+            yield a2a_task(task)
+            async for event in _follow(call, task, after=0):
+                yield event
+
+    async def on_subscribe_to_task(
+        self, params: a2a.SubscribeToTaskRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event]:
+        """With `Last-Event-ID` (the `event_id` of the last event the client got): every
+        event after it, then the live ones, with no gap and no duplicate, even of a task that
+        has ended since. Without: the task as it is now, then what comes next; a task that
+        has ended has nothing more to stream."""
+        call = A2ACall.of(context)
+        last_event_id = _header(context, LAST_EVENT_ID_HEADER)
+        with _as_a2a_errors():
+            task = await call.task(params.id)
+            if last_event_id is None:
+                if task.is_finished:
+                    raise UnsupportedOperationError(
+                        f"task {task.id} has ended ({task.status}): nothing more to stream; "
+                        f"GetTask reads it, `{LAST_EVENT_ID_HEADER}` replays what a stream missed"
+                    )
+                position = task.last_seq
+                yield a2a_task(task, event_id=position)
+            else:
+                position = stream_position(last_event_id, None)
+            async for event in _follow(call, task, after=position):
+                yield event
+
+    async def on_create_task_push_notification_config(
+        self, params: a2a.TaskPushNotificationConfig, context: ServerCallContext
+    ) -> a2a.TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError
+
+    async def on_get_task_push_notification_config(
+        self, params: a2a.GetTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> a2a.TaskPushNotificationConfig:
+        raise PushNotificationNotSupportedError
+
+    async def on_list_task_push_notification_configs(
+        self, params: a2a.ListTaskPushNotificationConfigsRequest, context: ServerCallContext
+    ) -> a2a.ListTaskPushNotificationConfigsResponse:
+        raise PushNotificationNotSupportedError
+
+    async def on_delete_task_push_notification_config(
+        self, params: a2a.DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
+    ) -> None:
+        raise PushNotificationNotSupportedError
+
+    async def on_get_extended_agent_card(
+        self, params: a2a.GetExtendedAgentCardRequest, context: ServerCallContext
+    ) -> a2a.AgentCard:
+        raise ExtendedAgentCardNotConfiguredError
+
+
+async def _start(call: A2ACall, message: a2a.Message) -> TaskRecord:
+    """Submits the message's text as a task of the agent: the next turn of its context (a
+    conversation of the tenant with this agent), or the first of a new conversation."""
+    if message.task_id:
+        raise UnsupportedOperationError(
+            f"task {message.task_id} takes no further input: a new message starts a new task "
+            "(its context_id continues the conversation); tool calls waiting for approval are "
+            f"decided at POST /api/v1/tasks/{message.task_id}/approvals/{{approval_id}}"
+        )
+    kinds = [part.WhichOneof("content") or "empty" for part in message.parts]
+    if any(kind != "text" for kind in kinds):
+        raise only_text(sorted({kind for kind in kinds if kind != "text"}))
+    text = "\n".join(part.text for part in message.parts)
+    if not text.strip():
+        raise InvalidParamsError("the message has no text")
+    if message.context_id:
+        try:
+            conversation_id = UUID(message.context_id)
+        except ValueError:
+            raise InvalidParamsError(
+                f"context {message.context_id!r} is no conversation of this tenant"
+            ) from None
+    else:
+        started = await create_conversation(
+            ConversationCreate(agent=call.agent.name), call.caller, call.state
+        )
+        conversation_id = started.id
+    try:
+        submission = TaskSubmission(
+            input=text, agent=call.agent.name, conversation_id=conversation_id
+        )
+    except ValidationError as exc:
+        errors = [
+            {"field": ".".join(map(str, error["loc"])), "message": error["msg"]}
+            for error in exc.errors()
+        ]
+        raise InvalidParamsError(
+            "the message cannot be a task; see `errors`", {"errors": errors}
+        ) from exc
+    submitted = await submit_task(call.state, call.caller, submission)
+    return await find_task(call.state, call.caller, submitted.task_id)
+
+
+async def _follow(call: A2ACall, task: TaskRecord, *, after: int) -> AsyncIterator[Event]:
+    """The A2A events of the task's stream after event `after`, as the caller may see the
+    stream (read from its start, so each event is what it was the first time); ends with
+    the task, or once it waits for a human."""
+    mapper = StreamMapper(task)
+    events = await open_stream(call.state, call.caller, task, after=0)
+    async with contextlib.aclosing(_stored_events(events)) as stored:
+        async for item in stored:
+            event = mapper.feed(item)
+            if event is None or item.seq <= after:
+                continue
+            yield event
+            if mapper.paused:
+                return
+
+
+async def _stored_events(items: AsyncIterator[StreamItem]) -> AsyncGenerator[StreamEvent]:
+    """The stream's stored events (no keep-alives, no live deltas); closing it closes the
+    stream at once."""
+    try:
+        async for item in items:
+            if item is not None and not isinstance(item, LiveDelta):
+                yield item
+    finally:
+        aclose = getattr(items, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def _header(context: ServerCallContext, name: str) -> str | None:
+    headers = context.state.get("headers") or {}
+    value = headers.get(name.lower())
+    return value if isinstance(value, str) else None

@@ -1,0 +1,1 @@
+"""The remote_agents resource of the API."""

@@ -1,0 +1,105 @@
+"""A tenant's remote A2A agents and the tools their skills become: their cards fetched through
+the SSRF guard when registered or refreshed and stored on their rows (so that every instance
+offers the same tools), the tools built from the stored cards and kept for a short while."""
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from a2a.types import AgentCard
+
+from app.resources.mcp import SecretValues
+from app.storage import Database
+from app.storage.remote_agents import RemoteAgentRecord, RemoteAgentRepository
+from app.tools.a2a.cards import card_of
+from app.tools.a2a.client import A2AConnector
+from app.tools.a2a.remote import RemoteAgentTool, skills_of
+from app.tools.registry import RegisteredTool
+from app.tools.services import NetworkPolicy, resolve_headers
+
+# How long an instance offers a tenant's agents' tools as it last read them; changes made
+# through this instance apply at once, others' within this time.
+CACHE_TTL_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Tenant:
+    loaded_at: float
+    tools: list[RegisteredTool]
+
+
+class RemoteAgents:
+    """Every tenant's remote agents. `tools_for` is what runs get (from a short cache);
+    `fetch_card` fetches a card for the API (its headers' secrets resolved through `secrets`,
+    its address checked with `network`, the operator's allow-list, and the tenant's own);
+    `changed` tells it of a change made through the API."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        secrets: SecretValues | None,
+        network: NetworkPolicy,
+        connector: A2AConnector,
+        cache_ttl_s: float = CACHE_TTL_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._database = database
+        self._secrets = secrets
+        self._network = network
+        self.connector = connector
+        self._ttl_s = cache_ttl_s
+        self._clock = clock
+        self._tenants: dict[str, _Tenant] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def tools_for(self, tenant_id: str) -> list[RegisteredTool]:
+        """The skills of the tenant's enabled agents, as tools (by their stored cards)."""
+        entry = self._tenants.get(tenant_id)
+        if entry is not None and self._clock() - entry.loaded_at < self._ttl_s:
+            return entry.tools
+        lock = self._locks.setdefault(tenant_id, asyncio.Lock())
+        async with lock:
+            current = self._tenants.get(tenant_id)
+            if current is not None and current is not entry:
+                return current.tools  # another caller loaded them meanwhile
+            async with self._database.read() as connection:
+                records = await RemoteAgentRepository(connection, tenant_id).all()
+            tools = [tool for record in records if record.enabled for tool in self._tools(record)]
+            self._tenants[tenant_id] = _Tenant(self._clock(), tools)
+            return tools
+
+    def changed(self, tenant_id: str) -> None:
+        """The tenant's agents changed: its next `tools_for` reads them again."""
+        self._tenants.pop(tenant_id, None)
+
+    async def fetch_card(self, tenant_id: str, url: str, headers: Mapping[str, Any]) -> AgentCard:
+        """The agent card at `url`, fetched with `headers` (secrets resolved) where the
+        tenant's network allow-list and the operator's let it go. Raises `ToolError`:
+        `CardRefused` for a card that cannot be used, `DestinationRefused` for an address the
+        guard refuses, `secret_not_found` for a header's unknown secret."""
+        async with self._database.read() as connection:
+            allowed = await RemoteAgentRepository(connection, tenant_id).network_allow()
+        network = self._network.merged(NetworkPolicy.of(allowed)) if allowed else self._network
+        lookup = None if self._secrets is None else partial(self._secrets.value, tenant_id)
+        resolved = await resolve_headers(headers, lookup)
+        return await self.connector.fetch_card(url, network=network, headers=resolved)
+
+    def _tools(self, record: RemoteAgentRecord) -> list[RegisteredTool]:
+        card = card_of(record.card)
+        skills, _ = skills_of(record.name, card)
+        return [
+            RegisteredTool.of(
+                RemoteAgentTool(
+                    self.connector,
+                    agent=record.name,
+                    card=card,
+                    skill=skill,
+                    headers=record.headers,
+                )
+            )
+            for skill in skills
+        ]

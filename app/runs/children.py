@@ -1,0 +1,338 @@
+"""Sub-agents' runs: a call of a sub-agent tool starts a child task (its own task and chain,
+linked to the call) in the process its parent runs in, and waits for its end.
+
+A family runs where its first task runs: the queue never claims a sub-agent's task. Its
+parent's call starts it, and a parent resumed after its instance stopped makes the call again
+(sub-agent tools are idempotent): the child's id derives from the call, so the call finds the
+child it started and resumes it (its stored steps replayed, nothing made twice) or, if it
+ended meanwhile, answers from it. The same happens when a child that waited for a human's
+decision is back in the queue: its waiting parent is woken (`queued`) and starts it.
+
+The parent's chain adopts the child's (`ReasoningChain.adopt`): the child's usage counts in
+its parent's and every ancestor's budget as it is made, and its calls are checked against
+every ancestor's budget (`BudgetGuard`). A child's own budget is carved from what its parent
+has left, narrowed by the call's cap and the child agent's own budget."""
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from decimal import Decimal
+from typing import Any
+from uuid import UUID, uuid5
+
+from app.chain import Budget, BudgetLimit, ErrorCode, ReasoningChain, TaskState, format_usd
+from app.runs.active import ActiveRuns
+from app.runs.admission import Admission
+from app.runs.agents import (
+    AgentArchived,
+    ResolvedAgent,
+    UnknownAgent,
+    resolve_agent,
+)
+from app.runs.models import ChildColumns, FamilyLink, TaskSubmission
+from app.runs.starter import RunStart, RunStarter
+from app.runs.waiters import TaskWaiters
+from app.storage.records import TaskRecord
+from app.storage.run_log import RunLog
+from app.tools.errors import ToolError
+from app.tools.models import ChildRun
+from app.tools.subagents import SubAgentAnswer, SubAgentCall, SubAgentTool, sub_agent_ref
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_DEPTH = 3
+Cancel = Callable[[TaskRecord, str], Awaitable[bool | None]]
+
+
+class ChildRuns:
+    """Starts, resumes and awaits the sub-agents' tasks of this process's runs."""
+
+    def __init__(
+        self,
+        log: RunLog,
+        admission: Admission,
+        active: ActiveRuns,
+        waiters: TaskWaiters,
+        cancel: Cancel,
+        *,
+        me: str,
+        max_depth: int = DEFAULT_MAX_DEPTH,
+    ) -> None:
+        self._log = log
+        self._admission = admission
+        self._active = active
+        self._waiters = waiters
+        self._cancel = cancel
+        self._me = me
+        self.max_depth = max_depth
+        # The children some call here waits for: woken when tasks were queued, since one of
+        # them may be back in the queue (only its parent starts it).
+        self._awaited: set[UUID] = set()
+
+    def queued(self) -> None:
+        """Tasks were queued (or notices may have been missed): every awaited child is
+        looked at again."""
+        for child_id in self._awaited:
+            self._waiters.wake(child_id)
+
+    async def tools(
+        self, starter: RunStarter, task: TaskRecord, chain: ReasoningChain, start: RunStart
+    ) -> list[SubAgentTool]:
+        """The sub-agent tools of a run whose agent lists other agents (`agent:name`): each
+        described as its agent version is, when the run starts."""
+        definition = start.agent.definition
+        entries = definition.sub_agent_entries
+        if not entries:
+            return []
+        path = (*(start.family.path if start.family else ()), start.agent.name)
+        delegation = RunDelegation(self, starter, task, chain, start, path)
+        tools = []
+        async with self._log.database.read() as connection:
+            for entry in entries:
+                ref = sub_agent_ref(entry)
+                name = ref.partition("@")[0]
+                policy = definition.sub_agents.get(name)
+                try:
+                    agent = await resolve_agent(connection, task.tenant_id, ref)
+                except (UnknownAgent, AgentArchived) as exc:
+                    # Called, it says so; the model is told the same up front.
+                    description = f"(Unavailable: {exc}.)"
+                    tools.append(SubAgentTool(entry, description, delegation))
+                    continue
+                described = (policy.description if policy else None) or (
+                    agent.definition.description or f"The agent {agent.name}."
+                )
+                tools.append(
+                    SubAgentTool(
+                        entry,
+                        described,
+                        delegation,
+                        parameters=agent.definition.input_schema,
+                        cap=None if policy is None else policy.budget,
+                    )
+                )
+        return tools
+
+    @contextlib.contextmanager
+    def awaiting(self, child_id: UUID) -> Iterator[asyncio.Event]:
+        self._awaited.add(child_id)
+        try:
+            with self._waiters.watch(child_id) as changed:
+                yield changed
+        finally:
+            self._awaited.discard(child_id)
+
+
+class RunDelegation:
+    """The `Delegation` of one run: its sub-agent calls' children."""
+
+    def __init__(
+        self,
+        children: ChildRuns,
+        starter: RunStarter,
+        task: TaskRecord,
+        chain: ReasoningChain,
+        start: RunStart,
+        path: tuple[str, ...],
+    ) -> None:
+        self._children = children
+        self._starter = starter
+        self._task = task
+        self._chain = chain
+        self._start = start
+        self._path = path
+
+    async def delegate(self, call: SubAgentCall) -> SubAgentAnswer:
+        children = self._children
+        # The same call of a resumed parent names the same child.
+        child_id = uuid5(self._chain.id, str(call.context.correlation_id))
+        child = await children._log.task(child_id)
+        if child is None:
+            child = await self._start_child(call, child_id)
+        try:
+            child = await self._until_ended(child)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._stop(child_id))
+            raise
+        return _answer(call.agent, child)
+
+    async def _start_child(self, call: SubAgentCall, child_id: UUID) -> TaskRecord:
+        children, parent = self._children, self._task
+        name = call.agent.partition("@")[0]
+        depth = parent.depth + 1
+        if depth > children.max_depth:
+            raise ToolError(
+                f"agent {name!r} would run at depth {depth}: this service nests agents at most "
+                f"{children.max_depth} deep (OMNIFORGE_MAX_AGENT_DEPTH)",
+                error_code=ErrorCode.AGENT_DEPTH_EXCEEDED,
+            )
+        if name in self._path:
+            cycle = " -> ".join((*self._path, name))
+            raise ToolError(
+                f"agent {name!r} already works above this call ({cycle}): an agent may not "
+                "call itself, directly or through others",
+                error_code=ErrorCode.AGENT_CYCLE,
+            )
+        try:
+            async with children._log.database.read() as connection:
+                agent = await resolve_agent(connection, parent.tenant_id, call.agent)
+        except (UnknownAgent, AgentArchived) as exc:
+            raise ToolError(str(exc), error_code=ErrorCode.NOT_FOUND) from exc
+        budget = self._carve(call.cap, agent)
+        start = self._start
+        submission = TaskSubmission(input=call.input, agent=agent.ref)
+        link = FamilyLink(self._chain, self._path)
+        columns = ChildColumns(
+            parent_task_id=parent.id,
+            parent_step_id=_call_step_id(call),
+            root_task_id=parent.root_task_id or parent.id,
+            depth=depth,
+            parent_chain_id=self._chain.id,
+        )
+        child_start = dataclasses.replace(
+            start, submission=submission, agent=agent, history=[], attachments=(), family=link
+        )
+        self._starter.accept(child_id, child_start)
+        try:
+            child = await children._admission.store(
+                child_id,
+                start.principal,
+                submission,
+                start.policy,
+                agent,
+                None,
+                (),
+                owner=children._me,
+                family=columns,
+                budget=budget,
+            )
+        except BaseException:
+            self._starter.forget(child_id)
+            raise
+        await self._starter.launch(child)
+        return child
+
+    def _carve(self, cap: Budget | None, agent: ResolvedAgent) -> Budget | None:
+        """The child's budget: what its parent (and each ancestor) has left, narrowed by the
+        call's cap and the child agent's own budget. Refused (`budget_exceeded`) when
+        nothing is left of a budget."""
+        limits: dict[BudgetLimit, Any] = {}
+
+        def narrow(limit: BudgetLimit, value: Any) -> None:
+            if value is not None:
+                current = limits.get(limit)
+                limits[limit] = value if current is None else min(current, value)
+
+        for owner in (self._chain, *self._chain.ancestors):
+            budget = owner.budget
+            if budget is None:
+                continue
+            used = owner.usage()
+            held_cost, held_tokens = owner.reserved
+            left = {
+                BudgetLimit.MAX_COST_USD: None
+                if budget.max_cost_usd is None
+                else budget.max_cost_usd - used.cost_usd - held_cost,
+                BudgetLimit.MAX_TOKENS: None
+                if budget.max_tokens is None
+                else budget.max_tokens - used.tokens - held_tokens,
+                BudgetLimit.MAX_LLM_CALLS: None
+                if budget.max_llm_calls is None
+                else budget.max_llm_calls - used.llm_calls,
+                BudgetLimit.MAX_DURATION_S: None
+                if budget.max_duration_s is None
+                else round(budget.max_duration_s - used.duration_s, 3),
+            }
+            for limit, value in left.items():
+                if value is not None and value <= 0:
+                    whose = "its" if owner is self._chain else f"task {owner.task_id}'s"
+                    is_cost = limit is BudgetLimit.MAX_COST_USD
+                    shown = f"${format_usd(Decimal(value))}" if is_cost else value
+                    raise ToolError(
+                        f"nothing is left of {whose} budget {limit} to give agent "
+                        f"{agent.name!r} ({shown} left, calls under way counted)",
+                        error_code=ErrorCode.BUDGET_EXCEEDED,
+                    )
+                narrow(limit, value)
+        for bound in (cap, agent.definition.budget):
+            if bound is not None:
+                for limit in BudgetLimit:
+                    narrow(limit, getattr(bound, limit))
+        return Budget(**limits) if limits else None
+
+    async def _until_ended(self, child: TaskRecord) -> TaskRecord:
+        """Waits for the child's end; starts it again whenever it waits in the queue (a
+        resume, or after a human decided the calls it waited for)."""
+        children = self._children
+        with children.awaiting(child.id) as changed:
+            while True:
+                changed.clear()
+                if child.id in children._active:
+                    await children._active.left(child.id)
+                current = await children._log.task(child.id)
+                if current is None:
+                    raise ToolError(
+                        f"the sub-agent's task {child.id} is gone", error_code=ErrorCode.NOT_FOUND
+                    )
+                if current.is_finished:
+                    return current
+                if current.runner_id is None and current.status in _STARTABLE:
+                    claimed = await children._log.claim_child(child.id, children._me)
+                    if claimed is not None:
+                        await self._resume(claimed)
+                        continue
+                await changed.wait()
+
+    async def _resume(self, child: TaskRecord) -> None:
+        start = await self._starter.load(child)
+        link = FamilyLink(self._chain, self._path)
+        self._starter.accept(child.id, dataclasses.replace(start, family=link))
+        await self._starter.launch(child)
+
+    async def _stop(self, child_id: UUID) -> None:
+        """The call was cancelled: its parent's run was cancelled (the child is too) or
+        released for another instance (the child is released with it and resumed there)."""
+        children = self._children
+        live = children._active.get(self._task.id)
+        if live is not None and live.run.released:
+            return
+        try:
+            child = await children._log.task(child_id)
+            if child is not None and not child.is_finished:
+                await children._cancel(child, "its parent task was cancelled")
+        except Exception:
+            logger.exception("cancelling sub-agent task %s failed", child_id)
+
+
+_STARTABLE = (TaskState.SUBMITTED, TaskState.WORKING)
+
+
+def _call_step_id(call: SubAgentCall) -> UUID:
+    step = call.context.call_step
+    assert step is not None, "the executor sets every call's step"
+    return step.id
+
+
+def _answer(agent: str, child: TaskRecord) -> SubAgentAnswer:
+    usage = child.usage
+    run = ChildRun(
+        task_id=child.id,
+        chain_id=child.chain_id,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens,
+        llm_calls=usage.llm_calls,
+        cost_usd=usage.total_cost_usd,
+        unpriced=usage.unpriced_calls > 0,
+    )
+    if child.status in (TaskState.COMPLETED, TaskState.INCOMPLETE):
+        return SubAgentAnswer(run, child.final_answer, child.output, child.stop_reason)
+    code = child.error_code or child.status
+    raise ToolError(
+        f"agent {agent!r} (task {child.id}) ended {child.status}: {code}: "
+        f"{child.error_message or 'no message'}",
+        error_code=ErrorCode.SUB_AGENT_FAILED,
+        child=run,
+    )

@@ -1,0 +1,73 @@
+"""Agent cards of remote A2A agents: read with the `a2a-sdk`'s own parser (which also reads
+v0.3 cards), checked for what calling the agent needs, and kept as A2A's JSON form."""
+
+import copy
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from a2a.client.card_resolver import parse_agent_card
+from a2a.types import AgentCard
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
+from google.protobuf.json_format import (  # type: ignore[import-untyped]
+    MessageToDict,
+    ParseDict,
+    ParseError,
+)
+
+from app.tools.errors import ToolError
+from app.tools.net.urls import checked_http_url
+
+BINDINGS = (TransportProtocol.JSONRPC.value, TransportProtocol.HTTP_JSON.value)
+"""The protocol bindings we call agents over (gRPC is not offered)."""
+
+
+class CardRefused(ToolError):
+    """A card that cannot be fetched, or that is not a card of an agent we can call."""
+
+
+def card_location(url: str) -> str:
+    """Where the card of `url` is: `url` itself, or, for an agent's bare address (no path),
+    its well-known card (`/.well-known/agent-card.json`)."""
+    parts = urlsplit(url)
+    if parts.path in ("", "/") and not parts.query:
+        return urlunsplit(parts._replace(path=AGENT_CARD_WELL_KNOWN_PATH))
+    return url
+
+
+def parse_card(document: Any) -> AgentCard:
+    """`document` as an agent card we can call: a name, at least one skill, and an interface
+    over JSON-RPC or HTTP+JSON at an http(s) URL. `CardRefused` says what is missing."""
+    if not isinstance(document, dict):
+        raise CardRefused("its agent card is not a JSON object")
+    try:
+        card = parse_agent_card(copy.deepcopy(document))
+    except (ParseError, TypeError, ValueError, AttributeError) as exc:
+        raise CardRefused(f"its agent card is not a valid A2A agent card: {exc}") from None
+    if not card.name.strip():
+        raise CardRefused("its agent card has no name")
+    if not card.skills:
+        raise CardRefused("its agent card lists no skills (nothing could call it)")
+    interfaces = [i for i in card.supported_interfaces if i.protocol_binding in BINDINGS]
+    if not interfaces:
+        offered = ", ".join(i.protocol_binding for i in card.supported_interfaces) or "none"
+        raise CardRefused(
+            f"its agent card offers no interface over {' or '.join(BINDINGS)} (it offers {offered})"
+        )
+    for interface in interfaces:
+        try:
+            checked_http_url(interface.url, no_credentials="an agent's URL may not hold them")
+        except ValueError as exc:
+            raise CardRefused(f"its interface URL {interface.url[:200]!r} {exc}") from None
+    return card
+
+
+def card_document(card: AgentCard) -> dict[str, Any]:
+    """The card in A2A's JSON form, as stored."""
+    document: dict[str, Any] = MessageToDict(card)
+    return document
+
+
+def card_of(document: dict[str, Any]) -> AgentCard:
+    """A stored card."""
+    card: AgentCard = ParseDict(document, AgentCard(), ignore_unknown_fields=True)
+    return card

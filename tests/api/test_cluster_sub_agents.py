@@ -1,0 +1,98 @@
+"""A family of runs survives its instance: a parent and the sub-agent it waits for, killed with
+their instance, are resumed together by another one from their stored steps, making no stored
+call again."""
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.api.helpers import stream, submit
+from tests.api.test_cluster import FAST_LEASE, assert_whole, follow_until
+from tests.cluster import cluster, same_conversation
+from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
+from tests.service import MODEL
+from tests.sse import SSE
+
+pytestmark = pytest.mark.parametrize("own_database_url", ["postgres"], indirect=True)
+
+
+def _calls(events: list[SSE]) -> list[str]:
+    return [
+        e.json["step"]["tool_call"]["tool_name"]
+        for e in events
+        if e.event == "reasoning_step" and e.json["step"]["type"] == "tool_call"
+    ]
+
+
+def _resumes(events: list[SSE]) -> int:
+    return len([e for e in events if e.event == "task_status" and e.json.get("resumed")])
+
+
+async def test_killing_the_instance_mid_child_resumes_the_family_with_no_call_repeated(
+    own_database_url: str, fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    fake_llm.script(
+        MODEL,
+        Reply.tool_calls([ToolCall("agent__worker", {"task": "Compute 6 * 7."}, id="w1")]),
+        Reply.tool_calls([ToolCall("calculator", {"expression": "6 * 7"}, id="c1")]),
+        Reply.text("never sent", delay_s=60),  # the worker's answer, when its instance dies
+        Reply.text("6 * 7 = 42."),
+        Reply.text("The worker says 42."),
+    )
+    async with cluster(own_database_url, tmp_path, fake_llm, **FAST_LEASE) as group:
+        a = await group.instance("a")
+        b = await group.instance("b")
+        async with a.client(group.token_for("root", ("tenant_admin",))) as admin:
+            for body in (
+                {"name": "worker", "tools": ["calculator"]},
+                {"name": "lead", "tools": ["agent:worker"]},
+            ):
+                created = await admin.post("/api/v1/agents", json=body)
+                assert created.status_code == 201, created.text
+        async with a.client(group.token) as on_a:
+            parent_id = (await submit(on_a, agent="lead"))["task_id"]
+            await fake_llm.wait_for_requests(3)  # the worker's second call is under way
+            listed = (await on_a.get("/api/v1/tasks?limit=10")).json()["items"]
+            [worker] = [t for t in listed if t["parent_task_id"] == parent_id]
+            # The worker's steps through its second call's are stored (as the stream shows)
+            seen: list[SSE] = []
+            await follow_until(on_a, worker["id"], 7, seen)
+            assert seen[-1].json["step"]["tool_call"]["tool_name"] == "llm"
+        await a.kill()
+        async with b.client(group.token) as client:
+            events = await stream(client, parent_id)
+            parent = (await client.get(f"/api/v1/tasks/{parent_id}")).json()
+            chain = (await client.get(f"/api/v1/tasks/{parent_id}/chain")).json()
+            [result] = [
+                s["tool_result"]
+                for s in chain["steps"]
+                if s["tool_result"] is not None and s["tool_result"]["tool_type"] == "sub_agent"
+            ]
+            child_id = result["child_task_id"]
+            child_events = await stream(client, child_id)
+            child: dict[str, Any] = (await client.get(f"/api/v1/tasks/{child_id}")).json()
+        rows = await group.task_rows()
+
+    assert_whole(events, "completed")
+    assert_whole(child_events, "completed")
+    assert parent["result"] == "The worker says 42."
+    assert child["result"] == "6 * 7 = 42."
+    assert result["result"] == "6 * 7 = 42."
+    # both runs were resumed once, each from its own stored steps
+    assert _resumes(events) == 1
+    assert _resumes(child_events) == 1
+    assert _calls(events) == ["llm", "agent__worker", "llm"]
+    assert _calls(child_events) == ["llm", "calculator", "llm"]
+    # one child: the resumed call found the task it had started
+    assert [str(r.id) for r in rows if r.parent_task_id is not None] == [child_id]
+    requests = fake_llm.requests_for(MODEL)
+    assert len(requests) == 5
+    lead_first, worker_first, in_flight, again, lead_last = (r.body["messages"] for r in requests)
+    assert same_conversation(in_flight, again), "only the call in flight was made again"
+    assert not same_conversation(lead_first, worker_first)
+    assert not same_conversation(worker_first, in_flight)
+    assert lead_last[-1]["role"] == "tool"
+    # one cost record per call made to completion, each billed to the task that made it
+    assert len(await group.cost_rows(parent_id)) == 2
+    assert len(await group.cost_rows(child_id)) == 2
