@@ -18,8 +18,8 @@ from app.security.api_keys import is_api_key
 from app.security.stream_tickets import QUERY_PARAMETER as TICKET_PARAMETER
 
 API_PREFIX = "/api/"
-# What needs credentials: the API, and the OpenAI-compatible endpoint.
-AUTHENTICATED_PREFIXES = (API_PREFIX, "/v1/")
+# What needs credentials: the API, the OpenAI-compatible endpoint and the A2A agents.
+AUTHENTICATED_PREFIXES = (API_PREFIX, "/v1/", "/a2a/")
 # Tokens of real identity providers stay far below this; a larger header is refused before
 # it is parsed.
 MAX_AUTHORIZATION_BYTES = 8192

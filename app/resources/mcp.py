@@ -14,6 +14,7 @@ from uuid import UUID
 from app.chain.models import utc_now
 from app.storage import Database
 from app.storage.mcp_servers import McpServerRecord, McpServerRepository, McpStatus
+from app.storage.tenants import network_allow
 from app.tools.errors import ToolError
 from app.tools.mcp import Health, McpConnection, McpTool, McpToolSpec, discover, named
 from app.tools.mcp.session import HeaderSource
@@ -166,7 +167,7 @@ class McpServers:
             async with self._database.read() as connection:
                 repository = McpServerRepository(connection, tenant_id)
                 records = await repository.all()
-                allowed = await repository.network_allow()
+                allowed = await network_allow(connection, tenant_id)
             network = self._network.merged(NetworkPolicy.of(allowed)) if allowed else self._network
             before = {} if entry is None else entry.servers
             servers = {

@@ -14,6 +14,7 @@ from a2a.types import AgentCard
 from app.resources.mcp import SecretValues
 from app.storage import Database
 from app.storage.remote_agents import RemoteAgentRecord, RemoteAgentRepository
+from app.storage.tenants import network_allow
 from app.tools.a2a.cards import card_of
 from app.tools.a2a.client import A2AConnector
 from app.tools.a2a.remote import RemoteAgentTool, skills_of
@@ -82,7 +83,7 @@ class RemoteAgents:
         `CardRefused` for a card that cannot be used, `DestinationRefused` for an address the
         guard refuses, `secret_not_found` for a header's unknown secret."""
         async with self._database.read() as connection:
-            allowed = await RemoteAgentRepository(connection, tenant_id).network_allow()
+            allowed = await network_allow(connection, tenant_id)
         network = self._network.merged(NetworkPolicy.of(allowed)) if allowed else self._network
         lookup = None if self._secrets is None else partial(self._secrets.value, tenant_id)
         resolved = await resolve_headers(headers, lookup)

@@ -60,12 +60,12 @@ class ChildRuns:
         me: str,
         max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
-        self._log = log
-        self._admission = admission
-        self._active = active
-        self._waiters = waiters
-        self._cancel = cancel
-        self._me = me
+        self.log = log
+        self.admission = admission
+        self.active = active
+        self.waiters = waiters
+        self.cancel = cancel
+        self.me = me
         self.max_depth = max_depth
         # The children some call here waits for: woken when tasks were queued, since one of
         # them may be back in the queue (only its parent starts it).
@@ -75,7 +75,7 @@ class ChildRuns:
         """Tasks were queued (or notices may have been missed): every awaited child is
         looked at again."""
         for child_id in self._awaited:
-            self._waiters.wake(child_id)
+            self.waiters.wake(child_id)
 
     async def tools(
         self, starter: RunStarter, task: TaskRecord, chain: ReasoningChain, start: RunStart
@@ -89,7 +89,7 @@ class ChildRuns:
         path = (*(start.family.path if start.family else ()), start.agent.name)
         delegation = RunDelegation(self, starter, task, chain, start, path)
         tools = []
-        async with self._log.database.read() as connection:
+        async with self.log.database.read() as connection:
             for entry in entries:
                 ref = sub_agent_ref(entry)
                 name = ref.partition("@")[0]
@@ -119,7 +119,7 @@ class ChildRuns:
     def awaiting(self, child_id: UUID) -> Iterator[asyncio.Event]:
         self._awaited.add(child_id)
         try:
-            with self._waiters.watch(child_id) as changed:
+            with self.waiters.watch(child_id) as changed:
                 yield changed
         finally:
             self._awaited.discard(child_id)
@@ -148,7 +148,7 @@ class RunDelegation:
         children = self._children
         # The same call of a resumed parent names the same child.
         child_id = uuid5(self._chain.id, str(call.context.correlation_id))
-        child = await children._log.task(child_id)
+        child = await children.log.task(child_id)
         if child is None:
             child = await self._start_child(call, child_id)
         try:
@@ -176,7 +176,7 @@ class RunDelegation:
                 error_code=ErrorCode.AGENT_CYCLE,
             )
         try:
-            async with children._log.database.read() as connection:
+            async with children.log.database.read() as connection:
                 agent = await resolve_agent(connection, parent.tenant_id, call.agent)
         except (UnknownAgent, AgentArchived) as exc:
             raise ToolError(str(exc), error_code=ErrorCode.NOT_FOUND) from exc
@@ -196,7 +196,7 @@ class RunDelegation:
         )
         self._starter.accept(child_id, child_start)
         try:
-            child = await children._admission.store(
+            child = await children.admission.store(
                 child_id,
                 start.principal,
                 submission,
@@ -204,7 +204,7 @@ class RunDelegation:
                 agent,
                 None,
                 (),
-                owner=children._me,
+                owner=children.me,
                 family=columns,
                 budget=budget,
             )
@@ -269,9 +269,9 @@ class RunDelegation:
         with children.awaiting(child.id) as changed:
             while True:
                 changed.clear()
-                if child.id in children._active:
-                    await children._active.left(child.id)
-                current = await children._log.task(child.id)
+                if child.id in children.active:
+                    await children.active.left(child.id)
+                current = await children.log.task(child.id)
                 if current is None:
                     raise ToolError(
                         f"the sub-agent's task {child.id} is gone", error_code=ErrorCode.NOT_FOUND
@@ -279,7 +279,7 @@ class RunDelegation:
                 if current.is_finished:
                     return current
                 if current.runner_id is None and current.status in _STARTABLE:
-                    claimed = await children._log.claim_child(child.id, children._me)
+                    claimed = await children.log.claim_child(child.id, children.me)
                     if claimed is not None:
                         await self._resume(claimed)
                         continue
@@ -295,13 +295,13 @@ class RunDelegation:
         """The call was cancelled: its parent's run was cancelled (the child is too) or
         released for another instance (the child is released with it and resumed there)."""
         children = self._children
-        live = children._active.get(self._task.id)
+        live = children.active.get(self._task.id)
         if live is not None and live.run.released:
             return
         try:
-            child = await children._log.task(child_id)
+            child = await children.log.task(child_id)
             if child is not None and not child.is_finished:
-                await children._cancel(child, "its parent task was cancelled")
+                await children.cancel(child, "its parent task was cancelled")
         except Exception:
             logger.exception("cancelling sub-agent task %s failed", child_id)
 

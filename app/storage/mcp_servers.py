@@ -10,7 +10,7 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.storage.repository import TenantScoped
-from app.storage.tables import mcp_servers, tenants
+from app.storage.tables import mcp_servers
 
 McpStatus = Literal["ok", "error", "unknown"]
 
@@ -60,12 +60,6 @@ class McpServerRepository(TenantScoped):
         )
         rows = (await self.connection.execute(statement)).all()
         return [McpServerRecord.model_validate(row._mapping) for row in rows]
-
-    async def network_allow(self) -> list[str]:
-        """The tenant's own network allow-list (hosts and CIDRs its servers may be on)."""
-        statement = select(tenants.c.network_allow).where(tenants.c.id == self.tenant_id)
-        allowed = (await self.connection.execute(statement)).scalar()
-        return list(allowed or [])
 
     async def create(
         self,

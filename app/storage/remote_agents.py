@@ -10,7 +10,7 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.storage.repository import TenantScoped
-from app.storage.tables import mcp_servers, remote_agents, tenants
+from app.storage.tables import mcp_servers, remote_agents
 
 
 class RemoteAgentRecord(BaseModel):
@@ -56,12 +56,6 @@ class RemoteAgentRepository(TenantScoped):
         )
         rows = (await self.connection.execute(statement)).all()
         return [RemoteAgentRecord.model_validate(row._mapping) for row in rows]
-
-    async def network_allow(self) -> list[str]:
-        """The tenant's own network allow-list (hosts and CIDRs its agents may be on)."""
-        statement = select(tenants.c.network_allow).where(tenants.c.id == self.tenant_id)
-        allowed = (await self.connection.execute(statement)).scalar()
-        return list(allowed or [])
 
     async def create(
         self,

@@ -72,3 +72,11 @@ class TenantRepository:
         record = await self.get(tenant_id)
         assert record is not None, "updated a tenant that does not exist"
         return record
+
+
+async def network_allow(connection: AsyncConnection, tenant_id: str) -> list[str]:
+    """The tenant's own network allow-list: hosts and CIDRs its outbound calls (web tools,
+    MCP servers, remote agents, webhooks) may reach beyond the public internet."""
+    statement = select(tenants.c.network_allow).where(tenants.c.id == tenant_id)
+    allowed = (await connection.execute(statement)).scalar()
+    return list(allowed or [])

@@ -17,7 +17,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.chain import ChainMetrics, TaskState
 from app.storage.tables import (
-    tenants,
     webhook_attempts,
     webhook_deliveries,
     webhook_endpoints,
@@ -254,10 +253,3 @@ async def task_secret(connection: AsyncConnection, tenant_id: str) -> tuple[str,
         await connection.execute(select(s.key_id, s.sealed_secret).where(s.tenant_id == tenant_id))
     ).first()
     return None if row is None else (row[0], row[1])
-
-
-async def network_allow(connection: AsyncConnection, tenant_id: str) -> list[str]:
-    """The tenant's own network allow-list (hosts and CIDRs its URLs may be on)."""
-    statement = select(tenants.c.network_allow).where(tenants.c.id == tenant_id)
-    allowed = (await connection.execute(statement)).scalar()
-    return list(allowed or [])

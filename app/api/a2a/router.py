@@ -25,7 +25,6 @@ from a2a.server.routes.rest_dispatcher import RestDispatcher
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.api.a2a.auth import AUTHENTICATED
 from app.api.a2a.cards import A2A_PREFIX, AGENT_PATH, CARD_PATH, agent_card
 from app.api.a2a.handler import CALL_KEY, A2ACall, TaskHandler
 from app.api.access import (
@@ -47,7 +46,6 @@ router = APIRouter(
     tags=["a2a"],
     route_class=CheckedRoute,
     include_in_schema=False,
-    dependencies=[AUTHENTICATED],
 )
 
 

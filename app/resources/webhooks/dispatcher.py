@@ -27,6 +27,7 @@ from app.resources.webhooks.signing import (
 from app.security.secrets import Sealed, SecretUnreadable
 from app.storage.database import Database
 from app.storage.notify import WEBHOOKS, Notices
+from app.storage.tenants import network_allow
 from app.storage.text import storable
 from app.storage.webhook_outbox import (
     DELIVERED,
@@ -35,7 +36,6 @@ from app.storage.webhook_outbox import (
     Claimed,
     claim,
     endpoint_target,
-    network_allow,
     next_due,
     record_attempt,
 )
