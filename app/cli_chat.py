@@ -146,6 +146,12 @@ class _TurnPrinter:
                 self._write(text.replace("\n", "\n    "))
             return
         self._end_stream()
+        depth = data.get("depth")
+        if depth:  # a sub-agent's: its steps, indented under the call that started it
+            line = self._step(data.get("step", {})) if kind == "reasoning_step" else None
+            if line:
+                self._write(f"  {'  ' * int(depth)}{line}\n")
+            return
         if kind == "reasoning_step":
             line = self._step(data.get("step", {}))
             if line:

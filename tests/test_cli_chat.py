@@ -112,3 +112,39 @@ async def test_run_with_an_agent_uses_its_instructions(
     assert "tools" not in sent
     assert missing == 1
     assert "nobody" in missing_err
+
+
+async def test_chat_shows_a_sub_agents_steps_indented_under_its_call_and_only_the_answer(
+    fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    env = _environment(tmp_path, fake_llm)
+    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'omniforge.db'}")
+    try:
+        await upgrade_to_head(database)
+        async with database.transaction() as connection:
+            agents = AgentRepository(connection, "default")
+            for name, tools in (("helper", ["calculator"]), ("lead", ["agent:helper"])):
+                document = definition_document(AgentDefinition(tools=tools))
+                await agents.create(name, document, by="test", at=utc_now())
+    finally:
+        await database.dispose()
+    fake_llm.script(
+        "remote",
+        Reply.tool_calls([ToolCall("agent__helper", {"task": "Compute 2 + 2."})]),
+        Reply.tool_calls([ToolCall("calculator", {"expression": "2 + 2"})]),
+        Reply.text("The helper's answer: 4."),
+        Reply.text("It is 4."),
+    )
+
+    code, out, err = await _omniforge("chat", "--agent", "lead", env=env, stdin="2 + 2?\n")
+
+    assert code == 0, err
+    lines = out.splitlines()
+    [call] = [line for line in lines if "→ agent__helper" in line]
+    [child_call] = [line for line in lines if "→ calculator" in line]
+    # (the prompt `you> ` may lead the first line: the chat's input is not echoed)
+    assert call.removeprefix("you> ").startswith("  → ")
+    assert child_call.startswith("    → ")
+    assert lines.index(call) < lines.index(child_call)
+    # the sub-agent's answer is its parent's observation, not the chat's answer
+    assert [line for line in lines if line.startswith("agent>")] == ["agent> It is 4."]

@@ -1,6 +1,6 @@
 """Agents: the reasoning engine, the CoTAgent base and the ReAct agent."""
 
-from app.agents.base import AgentParts, AgentRun, CoTAgent
+from app.agents.base import AgentParts, AgentRun, CoTAgent, Relayed, RunEvent
 from app.agents.engine import LLMCallResult, ModelToolCall, ReasoningEngine
 from app.agents.kinds import AgentKinds, UnknownAgentKind
 from app.agents.models import AgentTask
@@ -22,6 +22,8 @@ __all__ = [
     "ReActAgent",
     "ReActStep",
     "ReasoningEngine",
+    "Relayed",
+    "RunEvent",
     "RuntimeSettings",
     "UnknownAgentKind",
     "parse_react",

@@ -207,6 +207,19 @@ class _Released:
     """Ends a released run's events instead of `done`."""
 
 
+@dataclass(frozen=True, slots=True)
+class Relayed:
+    """An event of another run shown in this run's stream (a sub-agent's, running for one of
+    its calls): queued and counted with the run's own events, so that it takes its place in
+    their order. What it carries is the business of whoever relays and records it."""
+
+    event: object
+
+
+RunEvent = ChainEvent | Relayed
+"""What a run's `event_batches` hold: its own events and those relayed into its stream."""
+
+
 RELEASED = _Released()
 
 
@@ -227,6 +240,7 @@ class _RunEvents:
         "_task_id",
         "closed",
         "emitted",
+        "ended",
         "queue",
         "stored_through",
     )
@@ -236,8 +250,10 @@ class _RunEvents:
         self._chain = chain
         self._output = output
         self._per_call: dict[Any, int] = {}
-        self.queue: asyncio.Queue[ChainEvent | _Released] = asyncio.Queue()
+        self.queue: asyncio.Queue[RunEvent | _Released] = asyncio.Queue()
         self.closed = False
+        # Its `done` is queued: nothing may follow it.
+        self.ended = False
         self.emitted = 0
         # Returns once the run's first n events are stored (`AgentRun.store_with`).
         self.stored_through: Callable[[int], Awaitable[None]] | None = None
@@ -253,9 +269,10 @@ class _RunEvents:
             self.closed = True
             self.queue.put_nowait(RELEASED)
 
-    def emit(self, event: ChainEvent) -> None:
-        if self.closed:
+    def emit(self, event: RunEvent) -> None:
+        if self.closed or self.ended:
             return
+        self.ended = isinstance(event, DoneEvent)
         self.queue.put_nowait(event)
         self.emitted += 1
         if self._output is not None:
@@ -339,17 +356,19 @@ class AgentRun:
         async with contextlib.aclosing(self.event_batches()) as batches:
             async for batch in batches:
                 for event in batch:
-                    yield event
+                    if not isinstance(event, Relayed):
+                        yield event
 
-    async def event_batches(self) -> AsyncGenerator[list[ChainEvent], None]:
+    async def event_batches(self) -> AsyncGenerator[list[RunEvent], None]:
         """The same events, in batches of whatever has accumulated since the last read (at
-        least one), so a slower reader such as a database writer catches up in one go."""
+        least one), so a slower reader such as a database writer catches up in one go; with
+        them, in their place, those `relay`ed into the run's stream."""
         try:
             while True:
                 item = await self._queue.get()
                 if item is RELEASED:
                     return
-                batch: list[ChainEvent] = [item]  # type: ignore[list-item]
+                batch: list[RunEvent] = [item]  # type: ignore[list-item]
                 released = False
                 while not self._queue.empty():
                     more = self._queue.get_nowait()
@@ -378,6 +397,16 @@ class AgentRun:
             self._cancel_code = error_code
             self._cancel_details = details or {}
             self._runner.cancel()
+
+    def relay(self, event: object) -> bool:
+        """Queues another run's event to be recorded in this run's stream, after the events
+        this run emitted so far; False once this run's events have ended (released, or its
+        `done` queued): nothing may follow them."""
+        events = self._events
+        if events.closed or events.ended:
+            return False
+        events.emit(Relayed(event))
+        return True
 
     def store_with(self, stored_through: Callable[[int], Awaitable[None]]) -> None:
         """What stores the run's events: `stored_through(n)` returns once its first n events

@@ -10,12 +10,31 @@ from app.chain.enums import ErrorCode, TaskState, ToolType, VisibilityLevel
 from app.chain.models import ChainMetrics, ReasoningStep, StopReason, utc_now
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
 class _Event(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     task_id: str
     chain_id: UUID
     timestamp: AwareDatetime = Field(default_factory=utc_now)
+    # Set only where a sub-agent's event is relayed into an ancestor's stream.
+    depth: int | None = Field(
+        default=None,
+        ge=1,
+        exclude_if=_unset,
+        description="On a sub-agent's event in an ancestor task's stream: the sub-agent's "
+        "depth below the family's first task (its `task_id` and `chain_id` are the "
+        "sub-agent's). Absent on the task's own events.",
+    )
+    parent_step_id: UUID | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="On a sub-agent's event in an ancestor task's stream: the call step, in "
+        "the chain one level up, that started the sub-agent.",
+    )
 
 
 class ChainStartedEvent(_Event):

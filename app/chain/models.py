@@ -407,6 +407,24 @@ class ReasoningChain(_Model):
         self._divergence = difference
         raise ChainDiverged(difference, resumed=not self.replays_recording)
 
+    def family_metrics(self) -> ChainMetrics:
+        """The chain's totals with what its running sub-agents' chains have used so far
+        (counted as `usage()` counts them): what its task has cost up to this moment."""
+        if not self._running:
+            return self.metrics
+        metrics = self.metrics.model_copy()
+        for child in self._running.values():
+            used = child.family_metrics()
+            metrics.llm_calls += used.llm_calls
+            metrics.input_tokens += used.input_tokens
+            metrics.output_tokens += used.output_tokens
+            metrics.total_tokens += used.total_tokens
+            metrics.total_cost_usd += used.total_cost_usd
+            metrics.unpriced_calls += used.unpriced_calls
+        if self.budget is not None:
+            metrics.remaining_budget = remaining(self.budget, self.usage())
+        return metrics
+
     def usage(self) -> Usage:
         """What the chain has used so far, in the units of budgets: cost, tokens and LLM calls
         of its sub-agents' chains included (those finished through their calls' results,

@@ -13,10 +13,10 @@ from app.chain import DoneEvent, ErrorCode, ReasoningChain
 from app.observability.tracing import RunTracer
 from app.resources.webhooks.subscriptions import RunWebhooks
 from app.runs.audit import ToolAuditor
-from app.runs.channel import RunChannel
+from app.runs.channel import Relay, RunChannel, StreamEvent
 from app.runs.live import LiveRun, output_to
 from app.runs.metrics import RunLabels, RunMetrics
-from app.runs.recorder import RunRecorder
+from app.runs.recorder import ChildEvent, RunRecorder, own_events
 from app.runs.waiters import TaskWaiters
 from app.runs.writer import RunWriter
 from app.security.visibility import ReaderView, VisibilityPolicy
@@ -26,6 +26,8 @@ from app.tools.models import OutputDelta, ToolDefinition
 from app.tools.recording import CostRecord
 
 logger = logging.getLogger(__name__)
+
+DONE = "done"
 
 
 class ActiveRuns:
@@ -145,6 +147,9 @@ class ActiveRuns:
         labels = RunLabels(task.tenant_id, run.task.model or "")
         channel = RunChannel(first_seq=task.last_seq + 1)
         live = LiveRun(task.id, run, recorder, labels, channel=channel)
+        if task.parent_task_id is not None:
+            live.parent_task_id = task.parent_task_id
+            live.relay = Relay(task.id, chain.id, task.depth, task.parent_step_id)
         run.store_with(live.stored_through)
         self._runs[task.id] = live
         live.reader = asyncio.create_task(self._record(live), name=f"record-{task.id}")
@@ -163,9 +168,11 @@ class ActiveRuns:
                         break
                     costs, live.costs = live.costs, []
                     write, events = live.recorder.record(batch, costs)
-                    self._metrics.observe(live.labels, batch)
+                    self._metrics.observe(live.labels, own_events(batch))
                     last = isinstance(batch[-1], DoneEvent)
                     self._writer.queue_batch(live, write, events, last=last)
+                    if live.relay is not None:
+                        self._relay(live, live.relay, events)
             if live.run.released and not live.broken:
                 await self._hand_over(live)
         except Exception as exc:
@@ -179,6 +186,22 @@ class ActiveRuns:
                 live.recorder.trace.close()
             self._waiters.wake(live.task_id)
             self._ended()
+
+    def _relay(self, live: LiveRun, relay: Relay, events: list[StreamEvent]) -> None:
+        """A sub-agent's events, in each ancestor's stream too, after what that ancestor
+        emitted so far (and so stored after the child's own, which are queued first). Not
+        its `done`, which would end its ancestors' streams, nor what it relays itself: each
+        ancestor has its grandchildren's events from them directly. An ancestor not live here
+        (a family runs where its first task does) or whose events have ended gets none."""
+        own = [event for event in events if event.relay is None and event.type != DONE]
+        parent_id = live.parent_task_id
+        while own and parent_id is not None:
+            ancestor = self._runs.get(parent_id)
+            if ancestor is None or ancestor.broken:
+                return
+            for event in own:
+                ancestor.run.relay(ChildEvent(relay, event))
+            parent_id = ancestor.parent_task_id
 
     async def _hand_over(self, live: LiveRun) -> None:
         """A released run: once everything it queued is stored, its task goes back to the

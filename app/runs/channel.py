@@ -17,6 +17,24 @@ from app.security.visibility import StepFacts
 
 
 @dataclass(frozen=True, slots=True)
+class Relay:
+    """Where an event of a task's stream comes from when it is not the task's own: one of its
+    sub-agents' tasks, `depth` levels down from the family's first task, started by the call
+    step `parent_step_id` of the chain one level up."""
+
+    task_id: UUID
+    chain_id: UUID
+    depth: int
+    parent_step_id: UUID | None
+
+    @property
+    def fields(self) -> str:
+        """What marks a relayed event's JSON, after the child's own fields."""
+        step = "null" if self.parent_step_id is None else f'"{self.parent_step_id}"'
+        return f',"depth":{self.depth},"parent_step_id":{step}'
+
+
+@dataclass(frozen=True, slots=True)
 class StepParts:
     """A `reasoning_step` event's parts, so a reader's view of the step can be rendered
     without decoding the event: the step's and the metrics' JSON text, and the facts the
@@ -28,19 +46,23 @@ class StepParts:
     step: str
     metrics: str
     facts: StepFacts
+    # A sub-agent's step relayed into an ancestor's stream.
+    relay: Relay | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StreamEvent:
     """One event of a task's stream: `seq` is its SSE id, `data` its JSON; `step` is set on
     `reasoning_step` events, `progress` on `tool_progress` events (the facts of the call's
-    step, by which a reader's view shows it)."""
+    step, by which a reader's view shows it), `relay` on a sub-agent's event relayed into
+    its ancestor's stream."""
 
     seq: int
     type: str
     data: str
     step: StepParts | None = field(default=None, repr=False, compare=False)
     progress: StepFacts | None = field(default=None, repr=False, compare=False)
+    relay: Relay | None = field(default=None, repr=False, compare=False)
     frame: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

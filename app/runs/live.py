@@ -9,7 +9,7 @@ from uuid import UUID
 from app.agents import AgentRun
 from app.chain import StepType, ToolType, VisibilityLevel
 from app.chain.events import OutputDeltaEvent
-from app.runs.channel import LiveDelta, RunChannel
+from app.runs.channel import LiveDelta, Relay, RunChannel
 from app.runs.metrics import RunLabels
 from app.runs.recorder import RunRecorder
 from app.security.visibility import StepFacts
@@ -43,6 +43,10 @@ class LiveRun:
     broken: bool = False
     # Cost rows of its batches that could not be stored, kept for the write that ends it.
     lost_costs: list[dict[str, Any]] = field(default_factory=list)
+    # A sub-agent's run: its parent's task, and what marks its events in its ancestors'
+    # streams.
+    parent_task_id: UUID | None = None
+    relay: Relay | None = None
 
     @property
     def stored_seq(self) -> int:

@@ -3,10 +3,12 @@ them. A step is serialized once, storable (`app.storage.text`): the same JSON is
 streamed, so a replay says exactly what was streamed live."""
 
 import json
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
+from app.agents import Relayed, RunEvent
 from app.chain import (
     ApprovalDecidedEvent,
     ApprovalRequiredEvent,
@@ -30,9 +32,9 @@ from app.chain.models import utc_now
 from app.observability.tracing import RunTrace
 from app.resources.webhooks.subscriptions import RunWebhooks
 from app.runs.audit import ToolAuditor
-from app.runs.channel import StepParts, StreamEvent
+from app.runs.channel import Relay, StepParts, StreamEvent
 from app.security.visibility import StepFacts
-from app.storage.records import StoredEvent, StoredStep
+from app.storage.records import RELAYED, StoredEvent, StoredRelay, StoredStep
 from app.storage.run_log import RunWrite
 from app.storage.text import dump_model, storable
 from app.storage.types import RawJSON
@@ -40,14 +42,21 @@ from app.tools.recording import CostRecord
 
 
 def step_event_data(
-    task_id: UUID | str, chain_id: UUID, timestamp: datetime, step: str, metrics: str
+    task_id: UUID | str,
+    chain_id: UUID,
+    timestamp: datetime,
+    step: str,
+    metrics: str,
+    relay: Relay | None = None,
 ) -> str:
     """The `reasoning_step` event's JSON (the fields of `ReasoningStepEvent`, in its order)
-    around already-serialized step and metrics."""
+    around already-serialized step and metrics; a relayed step's marked as such."""
     stamp = timestamp.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    marks = "" if relay is None else relay.fields
     return (
         f'{{"task_id":{json.dumps(str(task_id))},"chain_id":"{chain_id}",'
-        f'"timestamp":"{stamp}","type":"reasoning_step","step":{step},"metrics":{metrics}}}'
+        f'"timestamp":"{stamp}","type":"reasoning_step","step":{step},"metrics":{metrics}'
+        f"{marks}}}"
     )
 
 
@@ -65,13 +74,61 @@ def step_facts(
 
 def step_stream_event(seq: int, parts: StepParts) -> StreamEvent:
     data = step_event_data(
-        parts.task_id, parts.chain_id, parts.timestamp, parts.step, parts.metrics
+        parts.task_id, parts.chain_id, parts.timestamp, parts.step, parts.metrics, parts.relay
     )
-    return StreamEvent(seq, "reasoning_step", data, parts)
+    return StreamEvent(seq, "reasoning_step", data, parts, relay=parts.relay)
 
 
-def stream_event(task_id: UUID, chain_id: UUID, stored: StoredEvent | StoredStep) -> StreamEvent:
-    """A stored event as it streamed live."""
+@dataclass(frozen=True, slots=True)
+class ChildEvent:
+    """A sub-agent's stream event (numbered in its own stream) on its way into an
+    ancestor's: what the ancestor's run relays."""
+
+    relay: Relay
+    event: StreamEvent
+
+    @property
+    def pointer(self) -> str:
+        """The `RELAYED` row's data: where the event is stored, and its marks."""
+        relay = self.relay
+        return json.dumps(
+            {
+                "task_id": str(relay.task_id),
+                "chain_id": str(relay.chain_id),
+                "seq": self.event.seq,
+                "depth": relay.depth,
+                "parent_step_id": None
+                if relay.parent_step_id is None
+                else str(relay.parent_step_id),
+            },
+            separators=(",", ":"),
+        )
+
+
+def own_events(batch: list[RunEvent]) -> list[ChainEvent]:
+    """A run's own events among those of a batch (without those relayed into its stream)."""
+    return [event for event in batch if not isinstance(event, Relayed)]
+
+
+def relayed_event(seq: int, event: StreamEvent, relay: Relay) -> StreamEvent:
+    """A sub-agent's event as its ancestor's stream carries it: numbered there, marked with
+    the child's depth and the call step that started it (its task and chain ids are the
+    child's), shown to each reader as the child's own stream shows it."""
+    if event.step is not None:
+        return step_stream_event(seq, replace(event.step, relay=relay))
+    data = f"{event.data[:-1]}{relay.fields}}}"
+    return StreamEvent(seq, event.type, data, progress=event.progress, relay=relay)
+
+
+def stream_event(
+    task_id: UUID, chain_id: UUID, stored: StoredEvent | StoredStep | StoredRelay
+) -> StreamEvent:
+    """A stored event as it streamed live (a relay whose child's event is gone stays a bare
+    `relayed` event, which no stream sends)."""
+    if isinstance(stored, StoredRelay):
+        relay = Relay(stored.task_id, stored.chain_id, stored.depth, stored.parent_step_id)
+        child = stream_event(stored.task_id, stored.chain_id, stored.event)
+        return relayed_event(stored.seq, child, relay)
     if isinstance(stored, StoredStep):
         facts = step_facts(stored.type, stored.tool_type, stored.tool_name, stored.visibility)
         parts = StepParts(task_id, chain_id, stored.timestamp, stored.step, stored.metrics, facts)
@@ -165,14 +222,24 @@ class RunRecorder:
         self.webhooks = webhooks
 
     def record(
-        self, batch: list[ChainEvent], costs: list[CostRecord]
+        self, batch: list[RunEvent], costs: list[CostRecord]
     ) -> tuple[RunWrite, list[StreamEvent]]:
         write = RunWrite(self.task_id, self.chain.id, self.last_seq)
         published: list[StreamEvent] = []
         latest_metrics: str | None = None
+        relays = False
         for event in batch:
             self.last_seq += 1
             seq = self.last_seq
+            if isinstance(event, Relayed):
+                child = event.event
+                assert isinstance(child, ChildEvent)
+                write.events.append(
+                    event_row(self.task_id, self.tenant_id, seq, RELAYED, child.pointer)
+                )
+                published.append(relayed_event(seq, child.event, child.relay))
+                relays = True
+                continue
             if isinstance(event, ReasoningStepEvent):
                 step_json = dump_model(event.step)
                 latest_metrics = dump_model(event.metrics)
@@ -194,14 +261,20 @@ class RunRecorder:
                 published.append(StreamEvent(seq, event.type, data, progress=facts))
             else:
                 published.append(StreamEvent(seq, event.type, data))
-        if latest_metrics is not None and "metrics" not in write.chain_changes:
-            write.chain_changes["metrics"] = RawJSON(latest_metrics)
+        if (latest_metrics is not None or relays) and "metrics" not in write.chain_changes:
+            if self.chain.running_children:
+                # Stored with what its sub-agents used so far, so that its task's usage grows
+                # as theirs does.
+                latest_metrics = dump_model(self.chain.family_metrics())
+            if latest_metrics is not None:
+                write.chain_changes["metrics"] = RawJSON(latest_metrics)
         write.costs = [self._cost_row(record) for record in costs]
         write.last_seq = self.last_seq
+        own = own_events(batch) if relays else cast(list[ChainEvent], batch)
         if self.trace is not None:
-            self.trace.observe(batch)
+            self.trace.observe(own)
         if self.webhooks is not None:
-            write.deliveries = [row for event in batch for row in self.webhooks.rows(event)]
+            write.deliveries = [row for event in own for row in self.webhooks.rows(event)]
         return write, published
 
     def end(

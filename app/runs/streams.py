@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import replace
 from uuid import UUID
 
 from app.chain import VisibilityLevel
@@ -19,6 +20,7 @@ from app.runs.channel import (
 from app.runs.manager import RunManager
 from app.runs.recorder import PROGRESS, step_stream_event, stream_event
 from app.security.visibility import ReaderView
+from app.storage.records import RELAYED
 from app.storage.run_log import RunLog
 
 REPLAY_PAGE = 500
@@ -34,11 +36,17 @@ async def task_stream(
     after: int,
     keepalive_s: float | None,
     view: ReaderView | None = None,
+    family: bool = True,
 ) -> AsyncIterator[StreamItem]:
     """Every event with `seq > after`, in order, with no gap and no duplicate; `None` for a
     keep-alive. Ends after `done`, or, for a run that is not live here, after what is stored.
     A live run's deltas come too, from the moment of subscribing, each right after the event
     it follows; never those of an LLM call this subscriber sees as `summary` or `hidden`.
+
+    The events of the task's sub-agents (at every depth) come in their place among its own,
+    marked with the child's depth and the call step that started it, each seen by this
+    reader as it sees that child's own stream; without `family`, the task's own events only
+    (the ids keep their numbers).
 
     With a `view` that lacks full access, each step is sent as that view renders it and hidden
     steps are left out; ids stay the stream's own, so a reconnect resumes where it left off.
@@ -48,7 +56,9 @@ async def task_stream(
     gauge = manager.metrics.open_streams
     gauge.inc()
     try:
-        viewed = _viewed(manager, log, task_id, tenant_id, chain_id, after, keepalive_s, view)
+        viewed = _viewed(
+            manager, log, task_id, tenant_id, chain_id, after, keepalive_s, view, family
+        )
         async with contextlib.aclosing(viewed) as events:  # closed at once, with this one
             async for event in events:
                 yield event
@@ -65,6 +75,7 @@ async def _viewed(
     after: int,
     keepalive_s: float | None,
     view: ReaderView | None,
+    family: bool,
 ) -> AsyncGenerator[StreamItem, None]:
     if view is not None and view.full_access:
         view = None
@@ -73,6 +84,8 @@ async def _viewed(
     events = _events(
         manager, log, task_id, tenant_id, chain_id, start, keepalive_s, buffered=after == 0
     )
+    if not family:
+        events = _own(events)
     if view is None:
         async for event in events:
             yield event
@@ -109,6 +122,13 @@ async def _viewed(
             yield step_stream_event(event.seq, _with_step(parts, rendered))
 
 
+async def _own(events: AsyncIterator[StreamItem]) -> AsyncIterator[StreamItem]:
+    """The task's own events, without its sub-agents'."""
+    async for event in events:
+        if not isinstance(event, StreamEvent) or event.relay is None:
+            yield event
+
+
 def _progress(view: ReaderView, event: StreamEvent) -> StreamEvent | None:
     """A `tool_progress` event as this reader sees its call: not at all where the call is
     hidden from it, without its message where only a summary is shown, its message masked as
@@ -131,13 +151,11 @@ def _progress(view: ReaderView, event: StreamEvent) -> StreamEvent | None:
         return event
     data[name] = shown
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return StreamEvent(event.seq, event.type, text, progress=event.progress)
+    return StreamEvent(event.seq, event.type, text, progress=event.progress, relay=event.relay)
 
 
 def _with_step(parts: StepParts, step: str) -> StepParts:
-    return StepParts(
-        parts.task_id, parts.chain_id, parts.timestamp, step, parts.metrics, parts.facts
-    )
+    return replace(parts, step=step)
 
 
 async def _events(
@@ -164,7 +182,7 @@ async def _events(
                 yield event
                 if event is not None and not isinstance(event, LiveDelta):
                     after = event.seq
-                    if event.type == DONE:
+                    if _ends(event):
                         return
             continue  # the run was handed over: read on from the store
         async for event in _stored(manager, log, task_id, tenant_id, chain_id, after, keepalive_s):
@@ -173,7 +191,7 @@ async def _events(
             yield event
             if event is not None:
                 after = event.seq
-                if event.type == DONE:
+                if _ends(event):
                     return
         else:
             return  # finished, and everything stored was read
@@ -207,8 +225,10 @@ async def _stored(
             for item in page:
                 event = stream_event(task_id, chain_id, item)
                 after = event.seq
+                if event.type == RELAYED:
+                    continue  # its child's event is gone (erased): nothing to send
                 yield event
-                if event.type == DONE:
+                if _ends(event):
                     return
             if len(page) == REPLAY_PAGE:
                 continue
@@ -229,6 +249,11 @@ async def _stored(
 async def _finished(log: RunLog, tenant_id: str, task_id: UUID) -> bool:
     task = await log.task(task_id)
     return task is None or task.tenant_id != tenant_id or task.is_finished
+
+
+def _ends(event: StreamEvent) -> bool:
+    """The task's own `done` (its sub-agents' never enter its stream)."""
+    return event.type == DONE and event.relay is None
 
 
 DONE = "done"

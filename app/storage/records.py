@@ -109,6 +109,23 @@ class StoredStep(_Record):
     visibility: str
 
 
+class StoredRelay(_Record):
+    """An event of a sub-agent's task relayed into an ancestor's stream, as stored there: a
+    pointer (`RELAYED` row) to the child's own stored event or step, read with it."""
+
+    seq: int
+    task_id: UUID
+    chain_id: UUID
+    depth: int
+    parent_step_id: UUID | None
+    event: StoredEvent | StoredStep
+
+
+RELAYED = "relayed"
+"""The `task_events` type of a pointer to a descendant's event (its data: the child's task,
+chain and event number, its depth and the call step that started it)."""
+
+
 class TenantRecord(_Record):
     id: str
     name: str

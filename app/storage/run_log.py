@@ -1,5 +1,6 @@
 """The write side of runs: a task's rows, then its steps, events and costs as they happen."""
 
+import json
 import os
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from sqlalchemy import (
     or_,
     select,
     text,
+    tuple_,
     union_all,
     update,
 )
@@ -38,7 +40,7 @@ from app.storage.group_write import (
 )
 from app.storage.idempotency import KeyClaim, claim_key
 from app.storage.notify import APPROVALS, CANCEL, EVENTS, QUEUE, WEBHOOKS, Notices, payloads
-from app.storage.records import StoredEvent, StoredStep, TaskRecord
+from app.storage.records import RELAYED, StoredEvent, StoredRelay, StoredStep, TaskRecord
 from app.storage.tables import (
     CLAIMABLE,
     approvals,
@@ -765,9 +767,10 @@ class RunLog:
 
     async def replay(
         self, tenant_id: str, task_id: UUID, chain_id: UUID, *, after: int, limit: int
-    ) -> list[StoredEvent | StoredStep]:
+    ) -> list[StoredEvent | StoredStep | StoredRelay]:
         """Stored events of a task's stream with `seq > after`, in order, at most `limit`;
-        the caller's tenant scopes the read."""
+        the caller's tenant scopes the read. Its sub-agents' events relayed into it come with
+        the child's event or step they point to."""
         e, s = task_events.c, reasoning_steps.c
         # One statement, so one snapshot: two reads could see a later write between them,
         # and a step stored after events not yet seen would open a gap.
@@ -789,18 +792,90 @@ class RunLog:
         query = select(both).order_by(both.c.seq).limit(limit)
         async with self._database.read() as connection:
             rows = (await connection.execute(query)).all()
-        return [
-            StoredEvent(seq=row[0], type=row[1], data=row[2])
-            if row[1] is not None
-            else StoredStep(
-                seq=row[0],
-                timestamp=row[3],
-                step=row[2],
-                metrics=row[4],
-                type=row[5],
-                tool_type=row[6],
-                tool_name=row[7],
-                visibility=row[8],
-            )
-            for row in rows
-        ]
+            page: list[StoredEvent | StoredStep | StoredRelay] = [
+                StoredEvent(seq=row[0], type=row[1], data=row[2])
+                if row[1] is not None
+                else _stored_step(row[0], row[2:])
+                for row in rows
+            ]
+            relays = [item for item in page if _is_relay(item)]
+            if not relays:
+                return page
+            # A relay is stored after (or with) the event it points to: a second read sees it.
+            resolved = await _relayed(connection, tenant_id, relays)
+        # One whose event is gone (its child erased) stays a bare `RELAYED` event, counted in
+        # the page's length so that a full page still says more may follow.
+        return [resolved.get(item.seq, item) if _is_relay(item) else item for item in page]
+
+
+def _stored_step(seq: int, columns: Sequence[Any]) -> StoredStep:
+    """A stored step from its row's data, timestamp, metrics and fact columns."""
+    data, timestamp, metrics, step_type, tool_type, tool_name, visibility = columns
+    return StoredStep(
+        seq=seq,
+        timestamp=timestamp,
+        step=data,
+        metrics=metrics,
+        type=step_type,
+        tool_type=tool_type,
+        tool_name=tool_name,
+        visibility=visibility,
+    )
+
+
+def _is_relay(item: StoredEvent | StoredStep | StoredRelay) -> bool:
+    return isinstance(item, StoredEvent) and item.type == RELAYED
+
+
+async def _relayed(
+    connection: AsyncConnection,
+    tenant_id: str,
+    relays: Sequence[StoredEvent | StoredStep | StoredRelay],
+) -> dict[int, StoredRelay]:
+    """The children's events and steps that `relays` point to, by the relay's seq."""
+    pointers = {
+        relay.seq: json.loads(relay.data) for relay in relays if isinstance(relay, StoredEvent)
+    }
+    steps_at = {(UUID(p["chain_id"]), p["seq"]) for p in pointers.values()}
+    events_at = {(UUID(p["task_id"]), p["seq"]) for p in pointers.values()}
+    e, s = task_events.c, reasoning_steps.c
+    step_rows = await connection.execute(
+        select(
+            s.chain_id,
+            s.seq,
+            cast(s.data, Text),
+            s.timestamp,
+            cast(s.metrics, Text),
+            s.type,
+            s.tool_type,
+            s.tool_name,
+            s.visibility,
+        ).where(s.tenant_id == tenant_id, tuple_(s.chain_id, s.seq).in_(steps_at))
+    )
+    found: dict[tuple[UUID, int], StoredEvent | StoredStep] = {
+        (row[0], row[1]): _stored_step(row[1], row[2:]) for row in step_rows
+    }
+    event_rows = await connection.execute(
+        select(e.task_id, e.seq, e.type, cast(e.data, Text)).where(
+            e.tenant_id == tenant_id, tuple_(e.task_id, e.seq).in_(events_at)
+        )
+    )
+    events = {
+        (row[0], row[1]): StoredEvent(seq=row[1], type=row[2], data=row[3]) for row in event_rows
+    }
+    resolved: dict[int, StoredRelay] = {}
+    for seq, pointer in pointers.items():
+        task_id, chain_id = UUID(pointer["task_id"]), UUID(pointer["chain_id"])
+        event = found.get((chain_id, pointer["seq"])) or events.get((task_id, pointer["seq"]))
+        if event is None:
+            continue
+        parent_step = pointer.get("parent_step_id")
+        resolved[seq] = StoredRelay(
+            seq=seq,
+            task_id=task_id,
+            chain_id=chain_id,
+            depth=pointer["depth"],
+            parent_step_id=None if parent_step is None else UUID(parent_step),
+            event=event,
+        )
+    return resolved

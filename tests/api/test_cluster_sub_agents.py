@@ -79,10 +79,15 @@ async def test_killing_the_instance_mid_child_resumes_the_family_with_no_call_re
     assert parent["result"] == "The worker says 42."
     assert child["result"] == "6 * 7 = 42."
     assert result["result"] == "6 * 7 = 42."
-    # both runs were resumed once, each from its own stored steps
-    assert _resumes(events) == 1
+    # both runs were resumed once, each from its own stored steps; the parent's stream
+    # carries its child's events, the child's resume among them
+    own = [e for e in events if "depth" not in e.json]
+    relayed = [e for e in events if e.json.get("depth") == 1]
+    assert _resumes(own) == 1
     assert _resumes(child_events) == 1
-    assert _calls(events) == ["llm", "agent__worker", "llm"]
+    assert _resumes(relayed) == 1
+    assert {e.json["task_id"] for e in relayed} == {child_id}
+    assert _calls(own) == ["llm", "agent__worker", "llm"]
     assert _calls(child_events) == ["llm", "calculator", "llm"]
     # one child: the resumed call found the task it had started
     assert [str(r.id) for r in rows if r.parent_task_id is not None] == [child_id]

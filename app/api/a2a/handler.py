@@ -42,7 +42,7 @@ from app.api.tasks.service import (
 )
 from app.runs import TaskSubmission
 from app.runs.agents import DEFAULT_AGENT, ResolvedAgent
-from app.runs.channel import LiveDelta, StreamEvent, StreamItem
+from app.runs.channel import StreamEvent, StreamItem
 from app.runs.streams import task_stream
 from app.storage.pagination import Cursor
 from app.storage.records import TaskRecord
@@ -305,11 +305,12 @@ async def _follow(call: A2ACall, task: TaskRecord, *, after: int) -> AsyncIterat
 
 
 async def _stored_events(items: AsyncIterator[StreamItem]) -> AsyncGenerator[StreamEvent]:
-    """The stream's stored events (no keep-alives, no live deltas); closing it closes the
+    """The stream's stored events (no keep-alives, no live deltas), the task's own (an A2A
+    task's events are its own: its sub-agents are not A2A tasks); closing it closes the
     stream at once."""
     try:
         async for item in items:
-            if item is not None and not isinstance(item, LiveDelta):
+            if isinstance(item, StreamEvent) and item.relay is None:
                 yield item
     finally:
         aclose = getattr(items, "aclose", None)

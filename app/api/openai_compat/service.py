@@ -117,6 +117,7 @@ async def follow_answer(
         task.chain_id,
         after=0,
         keepalive_s=keepalive_s,
+        family=False,
     )
     async for item in events:
         if item is None:

@@ -211,9 +211,20 @@ async def task_events(
         int | None, Query(ge=0, le=MAX_SEQ, description="Resume after this event id.")
     ] = None,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    sub_agents: Annotated[
+        bool,
+        Query(
+            description="Whether the stream carries the events of the task's sub-agents "
+            "(at every depth), each marked with its `depth` and `parent_step_id`."
+        ),
+    ] = True,
 ) -> Response:
     """Every event after `Last-Event-ID` (or `after`) from the store, then live ones, with no
     gap and no duplicate; the stream closes after `done`. Keep-alive comments while idle.
+    The events of the task's sub-agents come among its own, in the order they happened:
+    each is the event of the sub-agent's own stream (its `task_id` and `chain_id` are the
+    sub-agent's) with its `depth` and `parent_step_id` (the call step one level up that
+    started it); not their `done`, nor their `output_delta`s.
     Steps are sent as the caller may see them: without `chain:read_full`, `summary` steps as
     their summary, `hidden` ones not at all (ids keep their numbers, so resuming works) and
     sensitive fields redacted. A finished task with nothing after the given id answers 204.
@@ -224,4 +235,6 @@ async def task_events(
     if task.is_finished and position >= task.last_seq:
         # Nothing more will ever come: 204 tells an EventSource to stop reconnecting.
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return EventStreamResponse(await open_stream(state, caller, task, after=position))
+    return EventStreamResponse(
+        await open_stream(state, caller, task, after=position, sub_agents=sub_agents)
+    )

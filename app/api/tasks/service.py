@@ -229,9 +229,10 @@ async def find_task(state: AppState, caller: Caller, task_id: UUID) -> TaskRecor
 
 
 async def open_stream(
-    state: AppState, caller: Caller, task: TaskRecord, *, after: int
+    state: AppState, caller: Caller, task: TaskRecord, *, after: int, sub_agents: bool = True
 ) -> AsyncIterator[StreamItem]:
-    """The task's stream as this caller may see it; the opening is audited first."""
+    """The task's stream as this caller may see it (with its sub-agents' events, unless
+    `sub_agents` is False); the opening is audited first."""
     view = caller.view(state)
     row = chain_read(
         caller,
@@ -252,6 +253,7 @@ async def open_stream(
         after=after,
         keepalive_s=state.settings.sse_keepalive_s,
         view=view,
+        family=sub_agents,
     )
 
 

@@ -37,6 +37,10 @@ class Event(_Identified, ApiModel):
     task_id: str
     chain_id: UUID
     timestamp: datetime
+    # A sub-agent's event in an ancestor task's stream: its depth below the family's first
+    # task and the call step that started it (`task_id`, `chain_id` are the sub-agent's).
+    depth: int | None = None
+    parent_step_id: UUID | None = None
 
 
 class ChainStartedEvent(Event):
