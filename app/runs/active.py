@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Sequence
 from uuid import UUID
 
 from app.agents import AgentRun
-from app.chain import DoneEvent, ErrorCode, ReasoningChain
+from app.chain import DoneEvent, ErrorCode, ReasoningChain, ToolType
 from app.observability.tracing import RunTracer
 from app.resources.webhooks.subscriptions import RunWebhooks
 from app.runs.audit import ToolAuditor
@@ -116,9 +116,11 @@ class ActiveRuns:
         actor: str,
         sensitive_fields: frozenset[str],
         webhooks: RunWebhooks | None = None,
+        seen_as: tuple[ToolType, str] | None = None,
     ) -> LiveRun:
         """Records a just-started run's events as they come (nothing awaits between its start
-        and this, so none is missed)."""
+        and this, so none is missed); `seen_as` for a remote agent's task recorded under a call
+        of that tool."""
         auditor = ToolAuditor(
             chain=chain,
             actor=actor,
@@ -143,6 +145,7 @@ class ActiveRuns:
             last_seq=task.last_seq,
             trace=trace,
             webhooks=webhooks,
+            seen_as=seen_as,
         )
         labels = RunLabels(task.tenant_id, run.task.model or "")
         channel = RunChannel(first_seq=task.last_seq + 1)

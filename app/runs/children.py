@@ -101,6 +101,9 @@ class ChildRuns:
                     description = f"(Unavailable: {exc}.)"
                     tools.append(SubAgentTool(entry, description, delegation))
                     continue
+                # The version the model is told of (its description, its input schema) is
+                # the one its calls run.
+                delegation.agents[ref] = agent
                 described = (policy.description if policy else None) or (
                     agent.definition.description or f"The agent {agent.name}."
                 )
@@ -143,14 +146,20 @@ class RunDelegation:
         self._chain = chain
         self._start = start
         self._path = path
+        # A run that goes on from stored steps may find the children its calls started; a
+        # new run's calls are new (it looks nothing up).
+        self._resumed = chain.resuming
+        # The agents its sub-agent tools run, by reference, as resolved when it started.
+        self.agents: dict[str, ResolvedAgent] = {}
 
     async def delegate(self, call: SubAgentCall) -> SubAgentAnswer:
         children = self._children
         # The same call of a resumed parent names the same child.
         child_id = uuid5(self._chain.id, str(call.context.correlation_id))
-        child = await children.log.task(child_id)
+        child = await children.log.task(child_id) if self._resumed else None
         if child is None:
             child = await self._start_child(call, child_id)
+        call.context.started.append(ChildRun(task_id=child.id, chain_id=child.chain_id))
         try:
             child = await self._until_ended(child)
         except asyncio.CancelledError:
@@ -175,11 +184,13 @@ class RunDelegation:
                 "call itself, directly or through others",
                 error_code=ErrorCode.AGENT_CYCLE,
             )
-        try:
-            async with children.log.database.read() as connection:
-                agent = await resolve_agent(connection, parent.tenant_id, call.agent)
-        except (UnknownAgent, AgentArchived) as exc:
-            raise ToolError(str(exc), error_code=ErrorCode.NOT_FOUND) from exc
+        agent = self.agents.get(call.agent)
+        if agent is None:
+            try:
+                async with children.log.database.read() as connection:
+                    agent = await resolve_agent(connection, parent.tenant_id, call.agent)
+            except (UnknownAgent, AgentArchived) as exc:
+                raise ToolError(str(exc), error_code=ErrorCode.NOT_FOUND) from exc
         budget = self._carve(call.cap, agent)
         start = self._start
         submission = TaskSubmission(input=call.input, agent=agent.ref)
@@ -269,8 +280,12 @@ class RunDelegation:
         with children.awaiting(child.id) as changed:
             while True:
                 changed.clear()
-                if child.id in children.active:
+                live = children.active.get(child.id)
+                if live is not None:
                     await children.active.left(child.id)
+                    ended = live.recorder.outcome
+                    if ended is not None and not live.broken:
+                        return child.model_copy(update=ended)  # as just stored
                 current = await children.log.task(child.id)
                 if current is None:
                     raise ToolError(

@@ -207,6 +207,7 @@ class RunRecorder:
         last_seq: int = 0,
         trace: RunTrace | None = None,
         webhooks: RunWebhooks | None = None,
+        seen_as: tuple[ToolType, str] | None = None,
     ) -> None:
         self.task_id = task_id
         self.tenant_id = tenant_id
@@ -220,6 +221,13 @@ class RunRecorder:
         self.trace = trace
         # Who hears of its end (webhooks); None, the usual case, costs one `if` per batch.
         self.webhooks = webhooks
+        # A remote agent's task recorded under a call: its steps are seen as that call's
+        # tool's (its type and name stored with them).
+        self._seen_as = seen_as
+        # How its task ended, as its last write stores it (`TaskRecord` fields), once its
+        # chain's end and `done` are recorded.
+        self.outcome: dict[str, Any] | None = None
+        self._ending: dict[str, Any] = {}
 
     def record(
         self, batch: list[RunEvent], costs: list[CostRecord]
@@ -338,6 +346,15 @@ class RunRecorder:
             )
             answered = chain.status in (ChainStatus.COMPLETED, ChainStatus.INCOMPLETE)
             answer = event.answer if isinstance(event, ChainCompletedEvent) else None
+            completed = event if isinstance(event, ChainCompletedEvent) else None
+            self._ending = {
+                "usage": event.metrics,
+                "final_answer": answer if answered else None,
+                "error_code": chain.error_code,
+                "error_message": chain.error_message,
+                "output": None if completed is None else completed.output,
+                "stop_reason": None if completed is None else completed.stop_reason,
+            }
             write.task_changes.update(
                 final_answer=_storable(answer) if answered else None,
                 error_code=chain.error_code,
@@ -354,10 +371,20 @@ class RunRecorder:
         elif isinstance(event, DoneEvent):
             self.final_state = event.final_state
             write.task_changes.update(status=event.final_state, finished_at=event.timestamp)
+            self.outcome = {
+                **self._ending,
+                "status": event.final_state,
+                "finished_at": event.timestamp,
+                "last_seq": self.last_seq,
+            }
 
     def _facts(self, event: ReasoningStepEvent) -> StepFacts:
         step = event.step
         tool = step.tool_call or step.tool_result  # a result names its call's tool
+        if tool is None and self._seen_as is not None:
+            return StepFacts(
+                StepType(step.type), *self._seen_as, VisibilityLevel(step.visibility.level)
+            )
         return StepFacts(
             type=StepType(step.type),
             tool_type=None if tool is None else tool.tool_type,

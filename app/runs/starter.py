@@ -5,6 +5,7 @@ whose cancel was asked, or whose run cannot go on, is ended instead, with the cl
 its stream never got."""
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from app.runs.approvals import approval_gate, decided_event
 from app.runs.models import Attachment, FamilyLink, RunPolicy, TaskSubmission
 from app.runs.recorder import closing_events, event_row
 from app.runs.recordings import RecordingGone, recording_of
+from app.runs.trails import RunTrails, stale_trails
 from app.security import Principal
 from app.storage.records import TaskRecord
 from app.storage.run_log import RunLog
@@ -211,6 +213,19 @@ class RunStarter:
             )
         elif resumed:
             chain.replay(steps)
+        if resumed:
+            await self._end_trails(task)
+        if services is not None:
+            trails = RunTrails(
+                self._log,
+                self._active,
+                runtime.executor,
+                task,
+                chain,
+                me=self._me,
+                actor=start.principal.subject,
+            )
+            services = dataclasses.replace(services, trails=trails)
         if self._sub_agent_tools is not None and policy.executes_tools:
             own = await self._sub_agent_tools(self, task, chain, start)
             if own:
@@ -314,6 +329,19 @@ class RunStarter:
             if claimed is not None:
                 await self.end_unstarted(
                     claimed, status, error_code, f"its parent task {task.id} ended {status}"
+                )
+
+    async def _end_trails(self, task: TaskRecord) -> None:
+        """Remote agents' trails its calls left unfinished when its instance stopped: the
+        calls they recorded are not made again, so they end (`interrupted`)."""
+        for trail in await stale_trails(self._log, task.id):
+            claimed = await self._log.claim_child(trail.id, self._me)
+            if claimed is not None:
+                await self.end_unstarted(
+                    claimed,
+                    TaskState.FAILED,
+                    ErrorCode.INTERRUPTED,
+                    "the call it recorded was interrupted when its instance stopped",
                 )
 
     async def _end_owned(

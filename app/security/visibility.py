@@ -254,10 +254,13 @@ class ReaderView:
           summarising those would be void if the thought were shown whole.
         - synthesis steps: none; their stored level. The answer is the task's `result`, which
           every reader of the task gets, so a rule could not withhold it.
+        - the steps of a remote agent's task as recorded under its call (its updates as
+          thoughts, its answer as synthesis): the call's tool's, as stored with them, since
+          they say what the call's own steps say.
         """
         if self.full_access:
             return VisibilityLevel.FULL
-        if facts.type is StepType.THINKING:
+        if facts.type is StepType.THINKING and facts.tool_name is None:
             facts = StepFacts(facts.type, *_LLM_TOOL, facts.level)
         elif facts.tool_type is None and facts.tool_name is None:
             return facts.level

@@ -387,6 +387,11 @@ class ToolExecutor:
     ) -> ToolResult:
         definition = call.entry.definition if call.entry else None
         output = outcome.output
+        error = outcome.error
+        started = call.context.started
+        child = output.child if output is not None else None if error is None else error.child
+        if child is None and started:  # it ended without an answer from the child it started
+            child = started[-1]
         services = call.context.services
         if services is not None and services.secrets is not None:
             _redact_outcome(outcome, services)
@@ -420,8 +425,8 @@ class ToolExecutor:
                 "cost_usd": output.cost_usd,
                 "unpriced": output.unpriced,
             }
-            if output.child is not None:
-                usage.update(output.child.result_fields())
+            if child is not None:
+                usage.update(child.result_fields())
             info = ToolResultInfo(
                 success=True,
                 result=rendered,
@@ -433,7 +438,6 @@ class ToolExecutor:
             )
         else:
             code, message = _failure(definition.type if definition else None, outcome)
-            child = None if outcome.error is None else outcome.error.child
             info = ToolResultInfo(
                 success=False,
                 error=message,
@@ -451,15 +455,18 @@ class ToolExecutor:
                 parent_step_id=call.call_step.id,
             )
         )
+        billed = child is not None and child.billed
         if output is None:
-            return ToolResult(call.call_step, result_step)
-        return ToolResult(call.call_step, result_step, output.value, output.images)
+            return ToolResult(call.call_step, result_step, billed_elsewhere=billed)
+        return ToolResult(
+            call.call_step, result_step, output.value, output.images, billed_elsewhere=billed
+        )
 
     async def _settle(self, call: _Prepared, result: ToolResult) -> GuardRejection | None:
         """Hands usage to the recorder, then lets guards see the result."""
         info = result.info
         # A sub-agent's usage is in its own task's cost records already.
-        if self._recorder is not None and _has_usage(info) and info.child_task_id is None:
+        if self._recorder is not None and _has_usage(info) and not result.billed_elsewhere:
             assert info.tool_name is not None, "the executor names every result's tool"
             assert info.tool_type is not None
             await self._recorder.record_cost(

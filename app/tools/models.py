@@ -238,6 +238,9 @@ class ToolCallContext:
     # stored: a call that must not be made twice starts only then, so that a run resumed
     # after a crash knows it was made. None: nothing is stored (or nobody resumes).
     stored: "Callable[[], Awaitable[None]] | None" = None
+    # The child tasks this call started (a sub-agent's, a remote agent's record), for its
+    # result to name even where the call ends without an answer (cancelled, failed).
+    started: list["ChildRun"] = field(default_factory=list)
 
     def at(
         self,
@@ -268,6 +271,9 @@ class ToolCallContext:
             self.on_progress,
             self.call_step if call_step is None else call_step,
             self.approvals,
+            self.stored,
+            # A new call starts its own children; its attempts share them.
+            self.started if call_step is None else [],
         )
 
     def progress(self, message: str, fraction: float | None = None) -> None:
@@ -314,8 +320,9 @@ class ModelImage:
 @dataclass(frozen=True, slots=True)
 class ChildRun:
     """The sub-agent task a call started, and what it and its own sub-agents used: the call's
-    result names it and carries its usage (recorded in the child's own cost records, so it is
-    never billed again)."""
+    result names it and carries its usage. A local sub-agent's usage is recorded in the
+    child's own cost records, so it is never billed again; a remote agent's task, which our
+    child task only records (`billed` False), is billed by the call."""
 
     task_id: UUID
     chain_id: UUID
@@ -325,12 +332,16 @@ class ChildRun:
     llm_calls: int = 0
     cost_usd: Decimal = Decimal(0)
     unpriced: bool = False
+    billed: bool = True
 
     def result_fields(self) -> dict[str, Any]:
-        """Its part of the call's `ToolResultInfo`."""
+        """Its part of the call's `ToolResultInfo`: a remote task's record gives its ids and
+        the remote's LLM calls (the call's own output says what else it used)."""
+        ids = {"child_task_id": self.task_id, "child_chain_id": self.chain_id}
+        if not self.billed:
+            return {**ids, "llm_calls": self.llm_calls}
         return {
-            "child_task_id": self.task_id,
-            "child_chain_id": self.chain_id,
+            **ids,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "total_tokens": self.total_tokens,

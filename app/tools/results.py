@@ -31,6 +31,8 @@ class ToolResult:
     result_step: ReasoningStep
     value: Any = None
     images: tuple[ModelImage, ...] = ()
+    # Its usage is a sub-agent's, in that task's own cost records already.
+    billed_elsewhere: bool = False
 
     @property
     def info(self) -> ToolResultInfo:

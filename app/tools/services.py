@@ -5,12 +5,16 @@ clear message instead of reaching anything unscoped."""
 
 import ipaddress
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from app.chain import ErrorCode
 from app.tools.errors import ToolError
+
+if TYPE_CHECKING:
+    from app.tools.models import ChildRun, ToolCallContext
 
 MASK = "[secret]"
 # Secrets shorter than this are not masked inside other text (they would mask every "a").
@@ -131,6 +135,29 @@ class NetworkPolicy:
         return any(address in network for network in self.networks)
 
 
+class Trail(Protocol):
+    """The chain of its own in which a call records what another agent's task does (a
+    remote agent's): each `note` a step as it comes, the `answer` its last. Left without an
+    answer, it ends as the call does (failed with the call's error, or cancelled)."""
+
+    @property
+    def child(self) -> "ChildRun":
+        """Its task and chain, for the call's result to name (its usage is the call's)."""
+
+    def note(self, text: str) -> None: ...
+
+    def answer(self, text: str) -> None: ...
+
+
+class Trails(Protocol):
+    """Opens a call's `Trail`: a task and chain under the call, linked to it as a sub-agent's
+    are, stored and streamed (in its ancestors' streams too) like any run's."""
+
+    def open(
+        self, context: "ToolCallContext", agent: str, message: str
+    ) -> AbstractAsyncContextManager[Trail]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolServices:
     """One run's services for its tools; each None where the process offers none."""
@@ -139,6 +166,8 @@ class ToolServices:
     files: FileAccess | None = None
     todos: TodoList | None = None
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
+    # Where calls that run a remote agent's task record it (None: as progress reports).
+    trails: Trails | None = None
 
     def redact(self, text: str) -> str:
         """`text` with every secret value this run may hold masked."""

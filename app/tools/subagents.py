@@ -14,7 +14,7 @@ from app.tools.models import ChildRun, ToolCallContext, ToolDefinition, ToolOutp
 SUB_AGENT_PREFIX = "agent:"
 SUB_AGENT_REF_PATTERN = r"^agent:[a-z][a-z0-9_-]{0,56}(@[1-9][0-9]{0,8})?$"
 """How a definition's `tools` names another agent of its tenant: `agent:name` (its newest
-version when the call is made) or `agent:name@N`. Names of at most 57 characters, so the tool
+version when the run starts) or `agent:name@N`. Names of at most 57 characters, so the tool
 name (`agent__name`) fits a model's 64."""
 TOOL_PREFIX = "agent__"
 

@@ -9,7 +9,9 @@ import pytest
 
 from tests.api.helpers import stream, submit
 from tests.api.test_cluster import FAST_LEASE, assert_whole, follow_until
+from tests.api.test_remote_agents import AUTHORIZATION, SECRET
 from tests.cluster import cluster, same_conversation
+from tests.fakes.a2a_agent import TOKEN, FakeA2AAgent
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 from tests.service import MODEL
 from tests.sse import SSE
@@ -101,3 +103,63 @@ async def test_killing_the_instance_mid_child_resumes_the_family_with_no_call_re
     # one cost record per call made to completion, each billed to the task that made it
     assert len(await group.cost_rows(parent_id)) == 2
     assert len(await group.cost_rows(child_id)) == 2
+
+
+async def test_a_remote_agents_record_left_by_a_killed_instance_ends_when_its_parent_resumes(
+    own_database_url: str, fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    fake_llm.script(
+        MODEL,
+        Reply.tool_calls([ToolCall("fake__wait", {"message": "wait for me"}, id="w1")]),
+        Reply.text("The remote agent did not answer."),
+    )
+    async with (
+        FakeA2AAgent(token=TOKEN) as agent,
+        cluster(own_database_url, tmp_path, fake_llm, **FAST_LEASE) as group,
+    ):
+        a = await group.instance("a")
+        b = await group.instance("b")
+        tenant = group.tenant
+        async with a.client(group.token_for("root", ("tenant_admin",))) as admin:
+            for method, path, body in (
+                ("PUT", "network", {"allow": ["127.0.0.1/32"]}),
+                ("PUT", f"secrets/{SECRET}", {"value": TOKEN}),
+                (
+                    "POST",
+                    "remote-agents",
+                    {"name": "fake", "card_url": agent.card_url, "headers": AUTHORIZATION},
+                ),
+            ):
+                answer = await admin.request(method, f"/api/v1/tenants/{tenant}/{path}", json=body)
+                assert answer.status_code in (200, 201), answer.text
+        async with a.client(group.token) as on_a:
+            parent_id = (await submit(on_a, input="Ask the remote agent."))["task_id"]
+            await agent.waiting.wait()
+            listed = (await on_a.get("/api/v1/tasks?limit=10")).json()["items"]
+            [record] = [t for t in listed if t["parent_task_id"] == parent_id]
+            # its first update is stored as a step (chain_started, working, the thought)
+            seen: list[SSE] = []
+            await follow_until(on_a, record["id"], 3, seen)
+            assert seen[-1].json["step"]["thinking"]["thought"] == "submitted"
+        await a.kill()
+        async with b.client(group.token) as client:
+            events = await stream(client, parent_id)
+            record = (await client.get(f"/api/v1/tasks/{record['id']}")).json()
+            record_events = await stream(client, record["id"])
+
+    assert_whole(events, "completed")
+    assert record["remote_agent"] == "fake"
+    assert record["status"] == "failed"
+    assert record["error_code"] == "interrupted"
+    assert record_events[-1].json["final_state"] == "failed"
+    own = [e for e in events if "depth" not in e.json]
+    [result] = [
+        e.json["step"]["tool_result"]
+        for e in own
+        if e.event == "reasoning_step"
+        and e.json["step"]["type"] == "tool_result"
+        and e.json["step"]["tool_result"]["tool_name"] == "fake__wait"
+    ]
+    assert result["success"] is False  # the remote call is not made again
+    assert len(agent.messages) == 1
+    assert len(fake_llm.requests_for(MODEL)) == 2

@@ -1,8 +1,8 @@
 """A remote A2A agent called by our agent: the `a2a-sdk`'s own server on 127.0.0.1, registered by
-card URL, its skill called as a `sub_agent` tool. Its task's streamed updates become the
-call's `tool_progress` events in order, its answer the call's result, the usage and cost it
-reports through our extension part of the task's totals to the exact Decimal; cancelling our
-task cancels the remote one."""
+card URL, its skill called as a `sub_agent` tool. Its task's streamed updates become steps of a
+task and chain of its own under the call (as a sub-agent's: linked both ways, in the caller's
+stream), its answer the call's result, the usage and cost it reports through our extension part
+of the task's totals to the exact Decimal; cancelling our task cancels the remote one."""
 
 import json
 from collections.abc import AsyncIterator
@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from app.storage import Database
 from app.storage.tables import cost_records
-from tests.api.helpers import cost_of, stream, submit
+from tests.api.helpers import configure, cost_of, stream, submit
 from tests.api.test_remote_agents import AUTHORIZATION, base, tenant_reaching_agents
 from tests.fakes.a2a_agent import ANSWER, FINAL_USAGE, STEPS, TOKEN, FakeA2AAgent
 from tests.fakes.openai_server import Reply, ToolCall
@@ -48,6 +48,20 @@ def the_call(events: list[SSE], tool: str) -> int:
         and e.json["step"]["tool_call"]["tool_name"] == tool
     ]
     return at
+
+
+def trail_of(events: list[SSE], call_id: str) -> list[SSE]:
+    """The events of the task recording the remote task of call `call_id`, as the caller's
+    stream carries them."""
+    return [e for e in events if e.json.get("parent_step_id") == call_id and "depth" in e.json]
+
+
+def thoughts(trail: list[SSE]) -> list[str]:
+    return [
+        e.json["step"]["thinking"]["thought"]
+        for e in trail
+        if e.event == "reasoning_step" and e.json["step"]["type"] == "thinking"
+    ]
 
 
 def research_script(service: Service) -> None:
@@ -91,17 +105,38 @@ async def test_the_remote_tasks_updates_answer_and_usage_are_recorded(
     call = events[at].json["step"]
     assert call["tool_call"]["tool_type"] == "sub_agent"
     assert call["tool_call"]["arguments"] == {"message": QUESTION}
-    progress = events[at + 1 : at + 7]
-    assert [e.event for e in progress] == ["tool_progress"] * 6
-    assert [e.json["message"] for e in progress] == [
+    # its updates, in order, as steps of the task recording it, in our stream right after
+    # the call and before its result
+    trail = trail_of(events, call["id"])
+    assert events[at + 1 : at + 1 + len(trail)] == trail
+    assert thoughts(trail) == [
         "submitted",
         *(f"working: {step}" for step in STEPS),
         f"artifact: {ANSWER}",
         "completed",
     ]
-    assert {e.json["step_id"] for e in progress} == {call["id"]}
-    assert {e.json["tool_type"] for e in progress} == {"sub_agent"}
-    result = events[at + 7].json["step"]["tool_result"]
+    assert {e.json["depth"] for e in trail} == {1}
+    assert trail[-1].event == "chain_completed"
+    assert trail[-1].json["answer"] == ANSWER
+    assert not [e for e in events if e.event == "tool_progress"]
+    result = events[at + 1 + len(trail)].json["step"]["tool_result"]
+    recorded = await client_get(service, a2a_tenant, f"/api/v1/tasks/{result['child_task_id']}")
+    recorded_chain = await client_get(
+        service, a2a_tenant, f"/api/v1/tasks/{result['child_task_id']}/chain"
+    )
+    assert recorded["remote_agent"] == "fake"
+    assert recorded["agent"] is None
+    assert recorded["status"] == "completed"
+    assert recorded["result"] == ANSWER
+    assert recorded["parent_task_id"] == accepted["task_id"]
+    assert recorded["parent_step_id"] == call["id"]
+    assert recorded["depth"] == 1
+    assert recorded["chain_id"] == result["child_chain_id"]
+    assert [s["type"] for s in recorded_chain["steps"]] == ["thinking"] * 6 + ["synthesis"]
+    assert recorded_chain["parent_chain_id"] == task["chain_id"]
+    # it spends nothing itself: the remote's usage is the call's, billed once, by the call
+    assert Decimal(recorded["usage"]["total_cost_usd"]) == 0
+    assert result["llm_calls"] == FINAL_USAGE.llm_calls
     assert result["success"] is True
     assert result["result"] == ANSWER
     assert result["input_tokens"] == FINAL_USAGE.input_tokens
@@ -117,6 +152,14 @@ async def test_the_remote_tasks_updates_answer_and_usage_are_recorded(
         ("fake__research", "sub_agent", FINAL_USAGE.cost_usd, 512, 96)
     ]
     assert TOKEN not in json.dumps([e.data for e in events])
+
+
+async def client_get(service: Service, tenant: str, path: str) -> dict[str, Any]:
+    async with service.client(tenant) as client:
+        response = await client.get(path)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
 
 
 async def remote_costs(service: Service, task_id: str) -> list[tuple[Any, ...]]:
@@ -156,9 +199,9 @@ async def test_an_agent_that_does_not_stream_answers_one_blocking_message(
     assert events[-1].json["final_state"] == "completed"
     at = the_call(events, "fake__research")
     # One answer: the finished task.
-    assert events[at + 1].event == "tool_progress"
-    assert events[at + 1].json["message"] == "completed"
-    result = events[at + 2].json["step"]["tool_result"]
+    trail = trail_of(events, events[at].json["step"]["id"])
+    assert thoughts(trail) == ["completed"]
+    result = events[at + 1 + len(trail)].json["step"]["tool_result"]
     assert result["result"] == ANSWER
     assert Decimal(result["cost_usd"]) == FINAL_USAGE.cost_usd
 
@@ -184,10 +227,14 @@ async def test_cancelling_our_task_cancels_the_remote_task(
     assert len(agent.cancelled_tasks) == 1
     assert events[-1].json["final_state"] == "cancelled"
     at = the_call(events, "fake__wait")
-    assert [e.json["message"] for e in events[at + 1 : at + 3]] == ["submitted", "working: Waiting"]
-    result = events[at + 3].json["step"]["tool_result"]
+    trail = trail_of(events, events[at].json["step"]["id"])
+    assert thoughts(trail) == ["submitted", "working: Waiting"]
+    assert trail[-1].event == "chain_failed"
+    assert trail[-1].json["error_code"] == "cancelled"
+    result = events[at + 1 + len(trail)].json["step"]["tool_result"]
     assert result["success"] is False
     assert result["error_code"] == "cancelled"
+    assert result["child_task_id"] == trail[0].json["task_id"]
     assert {r.authorization for r in agent.received} == {f"Bearer {TOKEN}"}
 
 
@@ -252,3 +299,37 @@ async def test_an_answer_without_reported_usage_is_a_call_of_unknown_cost(
     assert result["unpriced"] is True
     assert result["cost_usd"] is None
     assert result["input_tokens"] is None
+
+
+async def test_a_reader_sees_the_remote_tasks_steps_as_it_sees_the_call(
+    service: Service, a2a_tenant: str, agent: FakeA2AAgent
+) -> None:
+    await configure(
+        service,
+        a2a_tenant,
+        "visibility",
+        {
+            "tools": {"fake__research": "hidden"},
+            "roles": {"member": {"tools": {"fake__research": "full"}}},
+        },
+    )
+    await registered(service, a2a_tenant, agent)
+    research_script(service)
+    async with service.client(a2a_tenant, sub="alice", roles=("member",)) as member:
+        task_id = (await submit(member, input="Ask the researcher."))["task_id"]
+        seen_by_member = await stream(member, task_id)
+    async with service.client(a2a_tenant, sub="alice", roles=("viewer",)) as viewer:
+        seen_by_viewer = await stream(viewer, task_id)
+
+    call = seen_by_member[the_call(seen_by_member, "fake__research")].json["step"]
+    assert len(thoughts(trail_of(seen_by_member, call["id"]))) == 6
+    # the viewer sees neither the call nor what the remote task did, at any depth
+    assert trail_of(seen_by_viewer, call["id"])
+    assert not [e for e in trail_of(seen_by_viewer, call["id"]) if e.event == "reasoning_step"]
+    assert not [
+        e
+        for e in seen_by_viewer
+        if e.event == "reasoning_step"
+        and (e.json["step"].get("tool_call") or {}).get("tool_name") == "fake__research"
+    ]
+    assert not [e for e in seen_by_viewer if any(step in e.data for step in STEPS)]

@@ -337,8 +337,47 @@ async def test_cancelling_the_parent_stops_its_running_child_at_once(
         child_events = await stream(client, child["id"])
         stopped_s = time.monotonic() - started
         child = await _get(client, f"/api/v1/tasks/{child['id']}")
+        chain = await _get(client, f"/api/v1/tasks/{parent_id}/chain")
 
     assert child_events[-1].json["final_state"] == "cancelled"
     assert child["status"] == "cancelled"
     assert stopped_s < 0.5
     never.set()
+    # the cancelled call's result still names the child it started
+    [result] = [s["tool_result"] for s in chain["steps"] if s["parent_step_id"] == call["id"]]
+    assert result["error_code"] == "cancelled"
+    assert result["child_task_id"] == child["id"]
+    assert result["child_chain_id"] == child["chain_id"]
+
+
+async def test_a_call_runs_the_sub_agent_version_its_model_was_shown_when_the_run_started(
+    service: Service, tenant: str
+) -> None:
+    await define_agent(service, tenant, "helper", description="Helps, first edition.", tools=[])
+    await define_agent(service, tenant, "lead", tools=["agent:helper"])
+    held = asyncio.Event()
+    fake = service.fake_llm
+    fake.script(
+        MODEL,
+        Reply.tool_calls([ToolCall("agent__helper", {"task": "Help."})], gate=held),
+        Reply.text("helped"),
+        Reply.text("Done."),
+    )
+    async with service.client(tenant) as client:
+        parent_id = (await submit(client, agent="lead"))["task_id"]
+        await fake.wait_for_requests(1, MODEL)  # the run has started, its tools described
+        async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
+            changed = await admin.patch(
+                "/api/v1/agents/helper", json={"description": "Helps, second edition."}
+            )
+        assert changed.status_code == 200, changed.text
+        assert changed.json()["version"] == 2
+        held.set()
+        await stream(client, parent_id)
+        chain = await _get(client, f"/api/v1/tasks/{parent_id}/chain")
+        [result] = _results(chain, "agent__helper")
+        child = await _get(client, f"/api/v1/tasks/{result['child_task_id']}")
+
+    [offered] = fake.requests_for(MODEL)[0].body["tools"]
+    assert offered["function"]["description"] == "Helps, first edition."
+    assert child["agent"] == {"name": "helper", "version": 1}

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.chain import Budget, ChainMetrics, ErrorCode, TaskState
 from app.chain.replay import ReplayMatch, ReplayReport
 from app.runs.models import MAX_INPUT_CHARS, AgentRef
+from app.runs.trails import REMOTE_AGENT
 from app.storage.records import TaskRecord
 
 
@@ -138,6 +139,12 @@ class TaskOut(BaseModel):
     depth: int = Field(
         default=0, description="0 for a task a caller submitted, 1 for its sub-agents' tasks..."
     )
+    remote_agent: str | None = Field(
+        default=None,
+        description="A remote A2A agent's task as this service records it, under the call "
+        "that sent it: the remote agent's name (its steps are the remote task's updates, "
+        "its answer the remote's; `agent` is null).",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -177,6 +184,7 @@ class TaskOut(BaseModel):
             parent_step_id=task.parent_step_id,
             root_task_id=task.root_task_id,
             depth=task.depth,
+            remote_agent=request.get(REMOTE_AGENT),
             created_at=task.created_at,
             started_at=task.started_at,
             finished_at=task.finished_at,

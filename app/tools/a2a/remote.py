@@ -1,24 +1,28 @@
 """The skills of a tenant's remote A2A agent as tools of type `sub_agent`: each skill of its card
-becomes `<agent>__<skill>` (named as MCP tools are), called with one message. A call streams
-the remote task's updates into the chain as progress reports, answers with the remote's
-answer and what it reported it used, and cancels the remote task when the call is cancelled.
+becomes `<agent>__<skill>` (named as MCP tools are), called with one message. A call records
+the remote task's updates as they stream, as steps of a task and chain of its own under the
+call (a sub-agent's, as the run's stream and console show it; as progress reports where the
+run has no store), answers with the remote's answer and what it reported it used, and
+cancels the remote task when the call is cancelled.
 
 Names are derived from the stored card, not stored, so that renaming the agent renames its
 tools."""
 
+import dataclasses
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from a2a.types import AgentCard
 
 from app.chain import ToolType
-from app.tools.a2a.client import A2AConnector
+from app.tools.a2a.client import A2AConnector, RemoteAnswer
 from app.tools.base import BaseTool
+from app.tools.errors import ToolError
 from app.tools.mcp.discovery import tool_name
-from app.tools.models import ToolCallContext, ToolDefinition, ToolOutput
-from app.tools.services import NO_SERVICES, resolve_headers
+from app.tools.models import ChildRun, ToolCallContext, ToolDefinition, ToolOutput
+from app.tools.services import NO_SERVICES, ToolServices, resolve_headers
 
 CALL_TIMEOUT_S = 600.0
 """How long one call may take: a remote agent's task may run long."""
@@ -111,21 +115,49 @@ class RemoteAgentTool(BaseTool):
         services = context.services or NO_SERVICES
         lookup = None if services.secrets is None else services.secrets.resolve
         headers = await resolve_headers(self._headers, lookup)
-        answer = await self._connector.call(
+        message = str(arguments["message"])
+        if services.trails is None:  # no store behind the run: its updates as progress
+            answer = await self._call(message, services, headers, context.progress)
+            return _output(answer, None)
+        async with services.trails.open(context, self._agent, message) as trail:
+            try:
+                answer = await self._call(message, services, headers, trail.note)
+            except ToolError as exc:  # its failed result names the task that recorded it
+                exc.child = exc.child or trail.child
+                raise
+            trail.answer(answer.text)
+        return _output(answer, trail.child)
+
+    async def _call(
+        self,
+        message: str,
+        services: ToolServices,
+        headers: dict[str, str],
+        note: Callable[[str], None],
+    ) -> RemoteAnswer:
+        return await self._connector.call(
             self._card,
-            str(arguments["message"]),
+            message,
             agent=self._agent,
             network=services.network,
             headers=headers,
-            on_update=lambda update: context.progress(update.describe()),
+            on_update=lambda update: note(update.describe()),
         )
-        usage = answer.usage
-        if usage is None:  # it reports nothing it used: a call of unknown cost
-            return ToolOutput(answer.text, unpriced=True)
-        return ToolOutput(
-            answer.text,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cost_usd=usage.cost_usd,
-            unpriced=usage.unpriced_calls > 0,
-        )
+
+
+def _output(answer: RemoteAnswer, child: ChildRun | None) -> ToolOutput:
+    """The call's output: the remote's answer, with what it reported it used (an unknown cost
+    where it reported nothing), naming the task that recorded its updates."""
+    usage = answer.usage
+    if usage is None:
+        return ToolOutput(answer.text, unpriced=True, child=child)
+    if child is not None:
+        child = dataclasses.replace(child, llm_calls=usage.llm_calls)
+    return ToolOutput(
+        answer.text,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=usage.cost_usd,
+        unpriced=usage.unpriced_calls > 0,
+        child=child,
+    )

@@ -167,6 +167,8 @@ class Task(ApiModel):
     parent_step_id: UUID | None = None
     root_task_id: UUID | None = None
     depth: int = 0
+    # A remote A2A agent's task as the service records it: the remote agent's name.
+    remote_agent: str | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
