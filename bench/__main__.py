@@ -1,5 +1,5 @@
 """`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|console|service|live|tail|
-resume|all] [--quick]`:
+resume|subagents|a2a|all] [--quick]`:
 prints each figure with its conditions (`live` is the service's benchmark (b) alone; `tail`, the
 completion latency of a burst of two-call tasks, also runs with `service`; `resume` starts two
 instances and kills one, and runs alone)."""
@@ -34,6 +34,7 @@ LIVE_CHAINS_TARGET = 10_000
 CHAIN_READ_P50_TARGET_MS = 50.0
 GUARD_P50_TARGET_MS = 1.0
 MCP_ADDED_P50_TARGET_MS = 2.0
+SUB_AGENT_TARGET_MS = 5.0
 
 
 def main() -> None:
@@ -55,6 +56,8 @@ def main() -> None:
             "live",
             "tail",
             "resume",
+            "subagents",
+            "a2a",
             "all",
         ],
         default="all",
@@ -88,6 +91,10 @@ def main() -> None:
         _service(quick=args.quick)
     if args.which in ("tail", "service", "all"):
         _tail(rounds=1 if args.quick else 4)
+    if args.which in ("subagents", "all"):
+        _subagents(tasks=60 if args.quick else 400, rounds=4 if args.quick else 10)
+    if args.which in ("a2a", "all"):
+        _a2a(samples=50 if args.quick else 200, rounds=5 if args.quick else 10)
     if args.which == "resume":
         _resume(tasks=6 if args.quick else 20, delay_s=4.0 if args.quick else 10.0)
     if args.which == "live":
@@ -334,6 +341,96 @@ def _defaults(names: tuple[str, ...]) -> str:
         return f"{name}={fields[name].default}" if given is None else f"{name}={given} (env)"
 
     return ", ".join(value(name) for name in names)
+
+
+def _subagents(tasks: int, rounds: int) -> None:
+    from bench import sub_agent_overhead as sub
+
+    results = sub.run(tasks=tasks, rounds=rounds)
+    print(
+        "\nSub-agent call: the parent's tool call -> the child's task and chain stored and"
+        " started -> its answer -> the parent's observation, in service CPU, its LLM call left"
+        " out\n"
+        f"  conditions: the service on uvicorn in its own process,"
+        f" {service_suite.database_description()}, a fresh database; a scripted fake LLM in its"
+        " own process answering at once (its CPU is not the service's); each task POSTed with"
+        " Accept: text/event-stream and its stream read to done (the parent's stream relays"
+        f" the child's events); {results[0].rounds} rounds, each a block of every workload"
+        f" (order rotated), after {sub.WARM_UP} warm-up tasks each; client, fake LLM, Postgres"
+        f" and service on the same {os.cpu_count()} CPUs\n"
+        "  workloads: delegating = lead calls agent__worker, whose child task answers in one"
+        " LLM call (3 LLM calls, 1 tool call, 2 tasks); three_calls = calculator, calculator,"
+        " answer (3 LLM calls, 2 tool calls); pair = two calculator calls in one turn (2, 2);"
+        " one_tool = one calculator call (2, 1)\n"
+        "  sub-agent call = delegating - one_tool - one LLM call (three_calls - pair): what"
+        " delegating adds over a plain tool call"
+    )
+    for r in results:
+        added = r.added()
+        print(f"  [{r.series['delegating'].tasks} tasks per workload, {r.concurrency} at a time]")
+        for name, series in r.series.items():
+            postgres = f"{series.postgres_ms:5.2f} ms/task" if r.postgres_counted else "n/a"
+            print(
+                f"    {name:<12} service CPU {series.cpu_ms:6.2f} ms/task   Postgres {postgres}"
+                f"   latency p50 {series.p(50):6.1f} ms  p90 {series.p(90):6.1f} ms"
+                f"   LLM calls {series.llm_calls}"
+            )
+        postgres = f"{r.added('postgres_ms'):+.2f} ms" if r.postgres_counted else "n/a"
+        print(
+            f"    one LLM call {r.llm_call():.2f} ms, one calculator call {r.tool_call():.2f} ms"
+            " of service CPU\n"
+            f"    sub-agent call over a plain tool call: service CPU {added:.2f} ms (target <="
+            f" {SUB_AGENT_TARGET_MS:g} ms: {_verdict(added <= SUB_AGENT_TARGET_MS)}), with its"
+            f" own tool-call steps {added + r.tool_call():.2f} ms; Postgres backends {postgres};"
+            f" latency p50 {r.added_latency_ms(50):+.1f} ms over three_calls\n"
+            f"    child tasks stored {r.children}; failures: {r.failures[:3] or 'none'};"
+            f" server stderr: {_problems(r.server_problems)}; CPU over the {r.wall_s:.0f} s, in"
+            f" cores: whole machine {r.machine_cpu_s / r.wall_s:.2f} of {os.cpu_count()},"
+            f" service {r.service_cpu_s / r.wall_s:.2f}, fake LLM + client"
+            f" {r.bench_cpu_s / r.wall_s:.2f}"
+        )
+
+
+def _a2a(samples: int, rounds: int) -> None:
+    from bench import a2a_roundtrip  # the a2a SDK would weigh on every other figure's heap
+
+    r = a2a_roundtrip.run(samples=samples, rounds=rounds)
+    labels = {
+        "rest_stream": "REST POST (Accept: event-stream) to done",
+        "rest_follow": "REST POST 202, GET stream to done",
+        "rest_conversation": "REST POST conversation, POST stream to done",
+        "a2a_jsonrpc": "A2A SendMessage, JSON-RPC by httpx POST",
+        "a2a_sdk": "A2A SendMessage, a2a-sdk client (JSON-RPC)",
+    }
+    print(
+        "\nA2A SendMessage (blocking) vs REST for the same task: request sent -> finished"
+        " answer held\n"
+        f"  conditions: the service on uvicorn in its own process,"
+        f" {service_suite.database_description()}, a fresh database; fake LLM in its own"
+        " process answering 'ok' at once; agent `echo` without tools (1 LLM call per task);"
+        " one keep-alive httpx client for all; A2A without context_id (the service opens a"
+        f" conversation per message); {r.samples} sequential round trips per series in"
+        f" {r.rounds} interleaved rounds after {a2a_roundtrip.WARM_UP} warm-up each; client,"
+        f" fake LLM, Postgres and service on the same {os.cpu_count()} CPUs"
+    )
+    for name, series in r.series.items():
+        print(
+            f"  {labels[name]:<45} p50 {series.p(50):6.2f} ms  p90 {series.p(90):6.2f} ms"
+            f"  p99 {series.p(99):6.2f} ms   service CPU {series.server_cpu_ms:5.2f} ms"
+            f"  client CPU {series.client_cpu_ms:5.2f} ms"
+        )
+    for name in ("a2a_jsonrpc", "a2a_sdk"):
+        print(
+            f"  {name} over REST POST stream: p50 {r.added(name, 50):+.2f} ms  p90"
+            f" {r.added(name, 90):+.2f} ms  p99 {r.added(name, 99):+.2f} ms; over REST with a"
+            f" conversation: p50 {r.added(name, 50, 'rest_conversation'):+.2f} ms"
+        )
+    service_cpu_s = sum(series.server_cpu_s for series in r.series.values())
+    print(
+        f"  server stderr: {_problems(r.server_problems)}; CPU over the {r.wall_s:.0f} s, in"
+        f" cores: whole machine {r.machine_cpu_s / r.wall_s:.2f} of {os.cpu_count()}, service"
+        f" {service_cpu_s / r.wall_s:.2f}"
+    )
 
 
 def _resume(tasks: int, delay_s: float) -> None:

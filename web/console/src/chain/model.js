@@ -1,6 +1,11 @@
 // A task's chain as the console draws it, built from the chain the API reads back or from
 // the task's stream, event by event. Only what the API sent is kept: a step may arrive whole
 // or as a summary (no payload, `visibility.summary`), hidden steps never arrive.
+//
+// A task's stream also relays the events of its sub-agents' tasks (its children, theirs, and
+// so on down), each marked with the child task's `depth` and the `parent_step_id` of the call
+// that started it. Those build the children's chains in `children`, keyed by chain id, and
+// never the task's own: a child's step numbers, status and answer are its own.
 
 export const FINISHED = new Set(["completed", "incomplete", "failed", "cancelled"]);
 
@@ -10,6 +15,7 @@ export function isFinished(status) {
 
 export function initialChain(task) {
   return {
+    taskId: task?.id ?? null,
     status: task?.status ?? null,
     steps: [],
     live: {}, // call step id → { attempt, content, reasoning }: an LLM call's reply so far
@@ -25,7 +31,67 @@ export function initialChain(task) {
     following: false,
     ended: false,
     loaded: false, // the whole chain was read (a finished task)
+    children: {}, // chain id → a sub-agent's chain, from relayed events (see `childChain`)
   };
+}
+
+// A sub-agent's chain as its relayed events build it: a chain like any other, plus where it
+// hangs in the family. It has no `done` of its own (a child's is not relayed): it has ended
+// once it completed or failed.
+function childChain(data) {
+  return {
+    ...initialChain({ id: data.task_id }),
+    chainId: data.chain_id,
+    parentStepId: data.parent_step_id,
+    depth: data.depth,
+  };
+}
+
+// A finished sub-agent's chain as the API reads it back: its task and its chain.
+export function loadedChild(task, chain) {
+  return {
+    ...ownReducer(initialChain(task), ["loaded", chain]),
+    chainId: task.chain_id,
+    parentStepId: task.parent_step_id,
+    depth: task.depth,
+    ended: true,
+  };
+}
+
+// What the page itself dispatches: never a relayed event, whatever its data holds (a task
+// read back has a `depth` of its own).
+const PAGE_ACTIONS = new Set(["reset", "loaded", "following", "approvals"]);
+
+function isRelayed(type, data) {
+  if (PAGE_ACTIONS.has(type) || data === null || typeof data !== "object") return false;
+  return data.depth !== undefined && data.depth !== null;
+}
+
+// How a child ended, from its chain's last event: its `done`, which says so for a task of its
+// own, is not relayed.
+function endOf(type, data) {
+  if (type === "chain_completed") return data.stop_reason ? "incomplete" : "completed";
+  if (type === "chain_failed") return data.error_code === "cancelled" ? "cancelled" : "failed";
+  if (type === "task_status" && isFinished(data.state)) return data.state;
+  return null;
+}
+
+function withChildEvent(state, type, data) {
+  if (type === "done") return state; // never relayed, but a child's end is its chain's end
+  const known = state.children[data.chain_id] ?? childChain(data);
+  const next = ownReducer(known, [type, data]);
+  const ended = endOf(type, data);
+  const child = ended ? { ...next, status: ended, ended: true } : next;
+  return { ...state, children: { ...state.children, [data.chain_id]: child } };
+}
+
+// The sub-agent chain started by call step `stepId`, as the stream built it, if it did.
+export function childOf(children, stepId) {
+  return Object.values(children ?? {}).find((child) => child.parentStepId === stepId) ?? null;
+}
+
+function childByTask(children, taskId) {
+  return Object.values(children).find((child) => child.taskId === taskId) ?? null;
 }
 
 function withStep(steps, step) {
@@ -67,6 +133,17 @@ export function pendingApprovals(state) {
   return approvalsOf(state).filter((approval) => approval.status === "pending");
 }
 
+// The approvals the task's run waits for: its own, and its sub-agents' (a child waiting
+// holds up the call that started it).
+export function familyPendingApprovals(state) {
+  return [
+    ...pendingApprovals(state),
+    ...Object.values(state.children ?? {}).flatMap((child) =>
+      child.ended ? [] : pendingApprovals(child),
+    ),
+  ];
+}
+
 // When the run went on after `approval` was decided: the first time it said it resumed
 // after the decision; for a chain read back whole (no events), the first step after it.
 export function resumedAfter(state, approval) {
@@ -81,8 +158,25 @@ export function resumedAfter(state, approval) {
   return next ? { at: next.timestamp, seen: "step", step: next.step_number } : null;
 }
 
-// The reducer: `action` is [type, data] — a stream event, or "loaded" / "following".
+// The reducer: `action` is [type, data] — a stream event, or "loaded" / "following" /
+// "approvals". An event relayed from a sub-agent goes to that sub-agent's chain only.
 export function chainReducer(state, [type, data]) {
+  if (isRelayed(type, data)) return withChildEvent(state, type, data);
+  if (type === "approvals") {
+    // Approvals noted on the page: a sub-agent's go to its chain.
+    const own = data.filter((approval) => !childByTask(state.children, approval.task_id));
+    const children = { ...state.children };
+    for (const approval of data) {
+      const child = childByTask(children, approval.task_id);
+      if (child) children[child.chainId] = ownReducer(child, ["approvals", [approval]]);
+    }
+    return ownReducer({ ...state, children }, ["approvals", own]);
+  }
+  return ownReducer(state, [type, data]);
+}
+
+// What an event (or read-back) does to the one chain it belongs to.
+function ownReducer(state, [type, data]) {
   switch (type) {
     case "reset": // another task (or the same one, anew)
       return initialChain(data);

@@ -2,11 +2,14 @@
 // (paired by correlation id), the answer; live parts (an LLM call's reply typing in, a
 // tool's progress) under the call that is running. Every step is one element with
 // `data-step-type`, whole or summarised, exactly as the API sent it. A call that waited for
-// a person's approval shows the wait, the decision and the run resuming under it.
+// a person's approval shows the wait, the decision and the run resuming under it. A call of a
+// sub-agent holds the child's chain (sub-agent.jsx), its steps inside an element with
+// `data-child-chain`: the chain's own steps are those outside any such element.
 import { Decision, DecideForm } from "../approvals/decision.jsx";
 import { count, duration, json, relative, when } from "../format.js";
 import { Link } from "../router.jsx";
 import { approvalsOf, isLLMCall, resumedAfter, timeline } from "./model.js";
+import { SubAgent } from "./sub-agent.jsx";
 
 // A step's time of day to the millisecond: steps of one chain are seconds apart.
 function clock(iso) {
@@ -284,7 +287,7 @@ function Approval({ approval, chain, decide }) {
   );
 }
 
-function ToolCall({ step, result, live, progress, running, approvals, chain, decide }) {
+function ToolCall({ step, result, live, progress, running, approvals, chain, family, decide }) {
   const call = step.tool_call;
   const llm = isLLMCall(step);
   const hasArguments = call.arguments && Object.keys(call.arguments).length > 0;
@@ -317,6 +320,9 @@ function ToolCall({ step, result, live, progress, running, approvals, chain, dec
       ))}
       {progress && <Progress progress={progress} />}
       {!result && live && <LiveReply live={live} />}
+      {call.tool_type === "sub_agent" && (
+        <SubAgent step={step} result={result} family={family} running={running} decide={decide} />
+      )}
       {result && <Result step={result} llm={llm} />}
     </li>
   );
@@ -362,9 +368,18 @@ function ResumedEntry({ at }) {
 }
 
 // `decide(approval)`, when given, lets the reader decide pending approvals in the timeline.
-export function Timeline({ chain, decide }) {
+// `family` holds the sub-agents' chains the task's stream relayed (the top chain's
+// `children`); `running` says whether calls without a result are still under way (the top
+// chain knows from its stream; a sub-agent's chain is told).
+export function Timeline({
+  chain,
+  decide,
+  family = chain.children,
+  running: told,
+  label = "Steps",
+}) {
   const entries = timeline(chain.steps);
-  const running = !chain.ended && chain.following;
+  const running = told ?? (!chain.ended && chain.following);
   const approvals = approvalsOf(chain);
   const calls = new Set(entries.filter((entry) => entry.step.tool_call).map((entry) => entry.step.id));
   const byStep = new Map();
@@ -409,6 +424,7 @@ export function Timeline({ chain, decide }) {
         key={entry.step.id}
         {...entry}
         chain={chain}
+        family={family}
         running={running}
         approvals={byStep.get(entry.step.id) ?? []}
         decide={decide}
@@ -416,14 +432,14 @@ export function Timeline({ chain, decide }) {
     ];
   });
   return (
-    <ol class="timeline" aria-label="Steps">
+    <ol class="timeline" aria-label={label}>
       {items}
       {extras.map((extra) => extra.item)}
     </ol>
   );
 }
 
-function Entry({ step, result, chain, running, approvals, decide }) {
+function Entry({ step, result, chain, family, running, approvals, decide }) {
   if (step.thinking) return <Thinking step={step} />;
   if (step.synthesis) return <Synthesis step={step} />;
   if (step.tool_call) {
@@ -436,6 +452,7 @@ function Entry({ step, result, chain, running, approvals, decide }) {
         running={running}
         approvals={approvals}
         chain={chain}
+        family={family}
         decide={decide}
       />
     );

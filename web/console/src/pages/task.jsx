@@ -8,7 +8,7 @@ import { useApi, useAction } from "../hooks.js";
 import { Link } from "../router.jsx";
 import { useSession } from "../session.js";
 import { agentLabel, inputText, mayCancel, remainingBudget, wallTime } from "../chain/labels.js";
-import { draftAnswer, isFinished, pendingApprovals } from "../chain/model.js";
+import { draftAnswer, familyPendingApprovals, isFinished } from "../chain/model.js";
 import { Origin, ReplayAndFork, ReplayReport } from "../chain/replays.jsx";
 import { Timeline } from "../chain/timeline.jsx";
 import { useTaskChain } from "../chain/use-chain.js";
@@ -147,7 +147,7 @@ export function TaskPage({ params }) {
 
   const status = (chain.following || chain.ended) && chain.status ? chain.status : task.status;
   const shown = { ...task, status };
-  const waiting = isFinished(status) ? [] : pendingApprovals(chain);
+  const waiting = isFinished(status) ? [] : familyPendingApprovals(chain);
   // Tenant admins decide on any call; a task's submitter where its agent lets them (the
   // API says which: a refusal shows here as its problem).
   const mayDecide = can("task:approve") || (can("task:create") && task.user_id === me.subject);
