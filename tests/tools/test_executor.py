@@ -37,6 +37,7 @@ from app.tools.models import (
 from app.tools.recording import InMemoryCostRecorder
 from app.tools.registry import ToolRegistry
 from app.tools.results import ToolInvocation
+from app.tools.services import ToolServices
 from tests.factories import context_for, new_chain
 
 _OBJECT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
@@ -628,7 +629,18 @@ def test_a_call_context_derived_with_at_keeps_every_other_field() -> None:
         on_delta=print,
         guards=(guard,),
         models=_AnyModel(),
+        services=ToolServices(),
+        on_progress=print,
+        stored=_stored,
     )
     changes = {"correlation_id": uuid4(), "parent_step_id": uuid4(), "attempt": 4}
     assert context.at(**changes) == replace(context, **changes)
     assert context.at() == context
+    # an attempt shares its call's record of the children it started; a new call has its own
+    assert context.at(attempt=2).started is context.started
+    call_step = ReasoningStep(type=StepType.THINKING, thinking=ThinkingInfo(thought="x"))
+    assert context.at(call_step=call_step).started is not context.started
+
+
+async def _stored() -> None:
+    return None
