@@ -34,6 +34,20 @@ def _environment(tmp_path: Path, fake_llm: FakeLLMServer) -> dict[str, str]:
     }
 
 
+async def _define(tmp_path: Path, **definitions: AgentDefinition) -> None:
+    """Agents of the default tenant, stored where the commands will find them."""
+    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'omniforge.db'}")
+    try:
+        await upgrade_to_head(database)
+        async with database.transaction() as connection:
+            agents = AgentRepository(connection, "default")
+            for name, definition in definitions.items():
+                document = definition_document(definition)
+                await agents.create(name, document, by="test", at=utc_now())
+    finally:
+        await database.dispose()
+
+
 async def _omniforge(
     *args: str, env: dict[str, str], stdin: str | None = None
 ) -> tuple[int, str, str]:
@@ -89,16 +103,7 @@ async def test_run_with_an_agent_uses_its_instructions(
     fake_llm: FakeLLMServer, tmp_path: Path
 ) -> None:
     env = _environment(tmp_path, fake_llm)
-    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'omniforge.db'}")
-    try:
-        await upgrade_to_head(database)
-        async with database.transaction() as connection:
-            definition = AgentDefinition(instructions="You answer in French.", tools=[])
-            await AgentRepository(connection, "default").create(
-                "french", definition_document(definition), by="test", at=utc_now()
-            )
-    finally:
-        await database.dispose()
+    await _define(tmp_path, french=AgentDefinition(instructions="You answer in French.", tools=[]))
     fake_llm.script("remote", Reply.text("Quatre."))
 
     code, out, err = await _omniforge("run", "2 + 2?", "--agent", "french", env=env)
@@ -118,16 +123,11 @@ async def test_chat_shows_a_sub_agents_steps_indented_under_its_call_and_only_th
     fake_llm: FakeLLMServer, tmp_path: Path
 ) -> None:
     env = _environment(tmp_path, fake_llm)
-    database = Database(f"sqlite+aiosqlite:///{tmp_path / 'omniforge.db'}")
-    try:
-        await upgrade_to_head(database)
-        async with database.transaction() as connection:
-            agents = AgentRepository(connection, "default")
-            for name, tools in (("helper", ["calculator"]), ("lead", ["agent:helper"])):
-                document = definition_document(AgentDefinition(tools=tools))
-                await agents.create(name, document, by="test", at=utc_now())
-    finally:
-        await database.dispose()
+    await _define(
+        tmp_path,
+        helper=AgentDefinition(tools=["calculator"]),
+        lead=AgentDefinition(tools=["agent:helper"]),
+    )
     fake_llm.script(
         "remote",
         Reply.tool_calls([ToolCall("agent__helper", {"task": "Compute 2 + 2."})]),

@@ -48,9 +48,16 @@ async def submit(client: httpx.AsyncClient, **body: Any) -> dict[str, Any]:
     return accepted
 
 
-async def stream(client: httpx.AsyncClient, task_id: str, **headers: str) -> list[SSE]:
+async def stream(
+    client: httpx.AsyncClient,
+    task_id: str,
+    *,
+    params: dict[str, str] | None = None,
+    **headers: str,
+) -> list[SSE]:
     """The task's stream from the start (or where the headers say) to its end."""
-    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events", headers=headers) as r:
+    path = f"/api/v1/tasks/{task_id}/events"
+    async with client.stream("GET", path, params=params, headers=headers) as r:
         assert r.status_code == 200, await r.aread()
         assert r.headers["content-type"].startswith("text/event-stream")
         return await collect(r)
@@ -69,6 +76,14 @@ async def until_event(
             if event.event == event_type and all(event.json.get(k) == v for k, v in fields.items()):
                 return seen
     raise AssertionError(f"the stream ended without {event_type}: {[e.event for e in seen]}")
+
+
+async def get_json(client: httpx.AsyncClient, path: str) -> dict[str, Any]:
+    """A 200 answer's JSON object."""
+    response = await client.get(path)
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
 
 
 def result_of(chain: dict[str, Any], tool: str) -> dict[str, Any]:

@@ -8,9 +8,7 @@ import asyncio
 from decimal import Decimal
 from typing import Any
 
-import httpx
-
-from tests.api.helpers import configure, cost_of, define_agent, stream, submit
+from tests.api.helpers import configure, cost_of, define_agent, get_json, stream, submit
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
 from tests.sse import SSE, collect, read_sse
@@ -30,19 +28,6 @@ def _of(events: list[SSE], task_id: str) -> list[SSE]:
 def _unmarked(event: SSE) -> tuple[str, dict[str, Any]]:
     """A relayed event as its child's own stream has it."""
     return event.event, {k: v for k, v in event.json.items() if k not in MARKS}
-
-
-async def _get(client: httpx.AsyncClient, path: str) -> dict[str, Any]:
-    response = await client.get(path)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
-
-
-async def _events(client: httpx.AsyncClient, task_id: str, **params: Any) -> list[SSE]:
-    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events", params=params) as r:
-        assert r.status_code == 200, await r.aread()
-        return await collect(r)
 
 
 def _sub_agent_calls(chain: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -89,8 +74,8 @@ async def test_the_parents_stream_carries_both_childrens_events_in_order_and_res
     async with service.client(tenant) as client:
         parent_id = (await submit(client, input="Delegate.", agent="lead"))["task_id"]
         family = await stream(client, parent_id)
-        own_only = await _events(client, parent_id, sub_agents="false")
-        chain = await _get(client, f"/api/v1/tasks/{parent_id}/chain")
+        own_only = await stream(client, parent_id, params={"sub_agents": "false"})
+        chain = await get_json(client, f"/api/v1/tasks/{parent_id}/chain")
         calls = _sub_agent_calls(chain)
         children = {}
         for tool, call in calls.items():
@@ -99,7 +84,7 @@ async def test_the_parents_stream_carries_both_childrens_events_in_order_and_res
                 for s in chain["steps"]
                 if s["tool_result"] and s["parent_step_id"] == call["id"]
             ]
-            child = await _get(client, f"/api/v1/tasks/{result['child_task_id']}")
+            child = await get_json(client, f"/api/v1/tasks/{result['child_task_id']}")
             children[tool] = (call, child, await stream(client, child["id"]))
         # resumed after every event of the family stream (the task has ended: from the store)
         resumed = {
@@ -161,12 +146,12 @@ async def test_a_grandchilds_events_reach_every_ancestors_stream_at_its_depth(
     async with service.client(tenant) as client:
         root_id = (await submit(client, input="Go.", agent="root"))["task_id"]
         root_stream = await stream(client, root_id)
-        root_chain = await _get(client, f"/api/v1/tasks/{root_id}/chain")
+        root_chain = await get_json(client, f"/api/v1/tasks/{root_id}/chain")
         middle_call = _sub_agent_calls(root_chain)["agent__middle"]
         [middle] = {e.json["task_id"] for e in root_stream if e.json.get("depth") == 1}
-        middle_task = await _get(client, f"/api/v1/tasks/{middle}")
+        middle_task = await get_json(client, f"/api/v1/tasks/{middle}")
         middle_stream = await stream(client, middle)
-        middle_chain = await _get(client, f"/api/v1/tasks/{middle}/chain")
+        middle_chain = await get_json(client, f"/api/v1/tasks/{middle}/chain")
         leaf_call = _sub_agent_calls(middle_chain)["agent__leaf"]
         [leaf] = {e.json["task_id"] for e in root_stream if e.json.get("depth") == 2}
         leaf_stream = await stream(client, leaf)
@@ -218,7 +203,7 @@ async def test_resuming_the_family_stream_mid_run_misses_nothing_and_usage_grows
                     break
         # the child holds its second LLM call: the parent's task already counts what the
         # child used so far (its first call, and its second as started)
-        running = await _get(client, f"/api/v1/tasks/{parent_id}")
+        running = await get_json(client, f"/api/v1/tasks/{parent_id}")
         assert running["status"] == "working"
         assert running["usage"]["llm_calls"] == 1 + 2
         assert Decimal(running["usage"]["total_cost_usd"]) == cost_of(100, 20) + cost_of(30, 5)
@@ -230,7 +215,7 @@ async def test_resuming_the_family_stream_mid_run_misses_nothing_and_usage_grows
             held.set()
             rest = await collect(response)
         whole = await stream(client, parent_id)
-        ended = await _get(client, f"/api/v1/tasks/{parent_id}")
+        ended = await get_json(client, f"/api/v1/tasks/{parent_id}")
 
     assert [(e.id, e.json) for e in first + rest] == [(e.id, e.json) for e in whole]
     assert [e.id for e in whole] == list(range(1, len(whole) + 1))

@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from app.storage import Database
 from app.storage.tables import cost_records
-from tests.api.helpers import configure, cost_of, stream, submit
+from tests.api.helpers import configure, cost_of, get_json, stream, submit
 from tests.api.test_remote_agents import AUTHORIZATION, base, tenant_reaching_agents
 from tests.fakes.a2a_agent import ANSWER, FINAL_USAGE, STEPS, TOKEN, FakeA2AAgent
 from tests.fakes.openai_server import Reply, ToolCall
@@ -120,10 +120,9 @@ async def test_the_remote_tasks_updates_answer_and_usage_are_recorded(
     assert trail[-1].json["answer"] == ANSWER
     assert not [e for e in events if e.event == "tool_progress"]
     result = events[at + 1 + len(trail)].json["step"]["tool_result"]
-    recorded = await client_get(service, a2a_tenant, f"/api/v1/tasks/{result['child_task_id']}")
-    recorded_chain = await client_get(
-        service, a2a_tenant, f"/api/v1/tasks/{result['child_task_id']}/chain"
-    )
+    async with service.client(a2a_tenant) as client:
+        recorded = await get_json(client, f"/api/v1/tasks/{result['child_task_id']}")
+        recorded_chain = await get_json(client, f"/api/v1/tasks/{result['child_task_id']}/chain")
     assert recorded["remote_agent"] == "fake"
     assert recorded["agent"] is None
     assert recorded["status"] == "completed"
@@ -152,14 +151,6 @@ async def test_the_remote_tasks_updates_answer_and_usage_are_recorded(
         ("fake__research", "sub_agent", FINAL_USAGE.cost_usd, 512, 96)
     ]
     assert TOKEN not in json.dumps([e.data for e in events])
-
-
-async def client_get(service: Service, tenant: str, path: str) -> dict[str, Any]:
-    async with service.client(tenant) as client:
-        response = await client.get(path)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
 
 
 async def remote_costs(service: Service, task_id: str) -> list[tuple[Any, ...]]:

@@ -6,9 +6,7 @@ import time
 from decimal import Decimal
 from typing import Any
 
-import httpx
-
-from tests.api.helpers import cost_of, define_agent, stream, submit
+from tests.api.helpers import cost_of, define_agent, get_json, stream, submit
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
 
@@ -19,13 +17,6 @@ def _results(chain: dict[str, Any], tool: str) -> list[dict[str, Any]]:
         for step in chain["steps"]
         if step["tool_result"] is not None and step["tool_result"]["tool_name"] == tool
     ]
-
-
-async def _get(client: httpx.AsyncClient, path: str) -> dict[str, Any]:
-    response = await client.get(path)
-    assert response.status_code == 200, response.text
-    body: dict[str, Any] = response.json()
-    return body
 
 
 async def test_a_parent_runs_two_children_in_parallel_linked_both_ways_with_exact_totals(
@@ -56,17 +47,17 @@ async def test_a_parent_runs_two_children_in_parallel_linked_both_ways_with_exac
         accepted = await submit(client, input="Research and write.", agent="lead")
         parent_id = accepted["task_id"]
         events = await stream(client, parent_id)
-        parent = await _get(client, f"/api/v1/tasks/{parent_id}")
-        chain = await _get(client, f"/api/v1/tasks/{parent_id}/chain")
-        costs = await _get(client, f"/api/v1/tasks/{parent_id}/costs")
+        parent = await get_json(client, f"/api/v1/tasks/{parent_id}")
+        chain = await get_json(client, f"/api/v1/tasks/{parent_id}/chain")
+        costs = await get_json(client, f"/api/v1/tasks/{parent_id}/costs")
         children = {}
         for tool in ("agent__researcher", "agent__writer"):
             [result] = _results(chain, tool)
-            child = await _get(client, f"/api/v1/tasks/{result['child_task_id']}")
-            child_chain = await _get(client, f"/api/v1/tasks/{child['id']}/chain")
+            child = await get_json(client, f"/api/v1/tasks/{result['child_task_id']}")
+            child_chain = await get_json(client, f"/api/v1/tasks/{child['id']}/chain")
             children[tool] = (result, child, child_chain)
     async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
-        report = await _get(admin, f"/api/v1/tenants/{tenant}/costs?group_by=agent")
+        report = await get_json(admin, f"/api/v1/tenants/{tenant}/costs?group_by=agent")
 
     assert events[-1].json["final_state"] == "completed"
     assert parent["status"] == "completed"
@@ -160,14 +151,14 @@ async def test_three_parallel_children_never_spend_past_the_parents_cost_budget(
         )
         parent_id = accepted["task_id"]
         await stream(client, parent_id)
-        parent = await _get(client, f"/api/v1/tasks/{parent_id}")
-        chain = await _get(client, f"/api/v1/tasks/{parent_id}/chain")
-        costs = await _get(client, f"/api/v1/tasks/{parent_id}/costs")
+        parent = await get_json(client, f"/api/v1/tasks/{parent_id}")
+        chain = await get_json(client, f"/api/v1/tasks/{parent_id}/chain")
+        costs = await get_json(client, f"/api/v1/tasks/{parent_id}/costs")
         results = [r for n in ("alpha", "beta", "gamma") for r in _results(chain, f"agent__{n}")]
         refused = [r for r in results if not r["success"]]
         [failed] = refused
-        child = await _get(client, f"/api/v1/tasks/{failed['child_task_id']}")
-        child_chain = await _get(client, f"/api/v1/tasks/{child['id']}/chain")
+        child = await get_json(client, f"/api/v1/tasks/{failed['child_task_id']}")
+        child_chain = await get_json(client, f"/api/v1/tasks/{child['id']}/chain")
 
     spent = Decimal(costs["totals"]["cost_usd"])
     assert spent <= budget
@@ -216,7 +207,7 @@ async def test_three_parallel_children_never_make_more_llm_calls_than_the_parent
         accepted = await submit(client, agent="lead", budget={"max_llm_calls": 3})
         parent_id = accepted["task_id"]
         events = await stream(client, parent_id)
-        chain = await _get(client, f"/api/v1/tasks/{parent_id}/chain")
+        chain = await get_json(client, f"/api/v1/tasks/{parent_id}/chain")
 
     # the parent's call and two children's: the third child's call and the parent's next one
     # are refused before they are made
@@ -251,9 +242,9 @@ async def test_a_cycle_is_refused_naming_the_agents_that_close_it(
     async with service.client(tenant) as client:
         accepted = await submit(client, agent="ping")
         await stream(client, accepted["task_id"])
-        chain = await _get(client, f"/api/v1/tasks/{accepted['task_id']}/chain")
+        chain = await get_json(client, f"/api/v1/tasks/{accepted['task_id']}/chain")
         [call] = _results(chain, "agent__pong")
-        pong_chain = await _get(client, f"/api/v1/tasks/{call['child_task_id']}/chain")
+        pong_chain = await get_json(client, f"/api/v1/tasks/{call['child_task_id']}/chain")
 
     [refused] = _results(pong_chain, "agent__ping")
     assert refused["success"] is False
@@ -280,8 +271,8 @@ async def test_a_call_deeper_than_the_depth_limit_is_refused(service: Service, t
     async with service.client(tenant) as client:
         accepted = await submit(client, agent="d0")
         await stream(client, accepted["task_id"])
-        task = await _get(client, f"/api/v1/tasks/{accepted['task_id']}")
-        chain = await _get(client, f"/api/v1/tasks/{accepted['task_id']}/chain")
+        task = await get_json(client, f"/api/v1/tasks/{accepted['task_id']}")
+        chain = await get_json(client, f"/api/v1/tasks/{accepted['task_id']}/chain")
         depth = 0
         while True:  # down the family, one child per level
             calls = [
@@ -293,10 +284,10 @@ async def test_a_call_deeper_than_the_depth_limit_is_refused(service: Service, t
             if "child_task_id" not in call:
                 break
             depth += 1
-            child = await _get(client, f"/api/v1/tasks/{call['child_task_id']}")
+            child = await get_json(client, f"/api/v1/tasks/{call['child_task_id']}")
             assert child["depth"] == depth
             assert child["root_task_id"] == accepted["task_id"]
-            chain = await _get(client, f"/api/v1/tasks/{child['id']}/chain")
+            chain = await get_json(client, f"/api/v1/tasks/{child['id']}/chain")
 
     assert task["status"] == "completed"
     assert task["result"] == "answer of d0"
@@ -321,13 +312,13 @@ async def test_cancelling_the_parent_stops_its_running_child_at_once(
         accepted = await submit(client, agent="lead")
         parent_id = accepted["task_id"]
         await fake.wait_for_requests(2, MODEL)  # the child's call is under way
-        chain = await _get(client, f"/api/v1/tasks/{parent_id}/chain")
+        chain = await get_json(client, f"/api/v1/tasks/{parent_id}/chain")
         [call] = [
             s
             for s in chain["steps"]
             if s["tool_call"] and s["tool_call"]["tool_type"] == "sub_agent"
         ]
-        children = await _get(client, "/api/v1/tasks?limit=10")
+        children = await get_json(client, "/api/v1/tasks?limit=10")
         [child] = [t for t in children["items"] if t["parent_task_id"] == parent_id]
         assert child["parent_step_id"] == call["id"]
         assert child["status"] == "working"
@@ -336,8 +327,8 @@ async def test_cancelling_the_parent_stops_its_running_child_at_once(
         assert cancelled.status_code == 200, cancelled.text
         child_events = await stream(client, child["id"])
         stopped_s = time.monotonic() - started
-        child = await _get(client, f"/api/v1/tasks/{child['id']}")
-        chain = await _get(client, f"/api/v1/tasks/{parent_id}/chain")
+        child = await get_json(client, f"/api/v1/tasks/{child['id']}")
+        chain = await get_json(client, f"/api/v1/tasks/{parent_id}/chain")
 
     assert child_events[-1].json["final_state"] == "cancelled"
     assert child["status"] == "cancelled"
@@ -374,9 +365,9 @@ async def test_a_call_runs_the_sub_agent_version_its_model_was_shown_when_the_ru
         assert changed.json()["version"] == 2
         held.set()
         await stream(client, parent_id)
-        chain = await _get(client, f"/api/v1/tasks/{parent_id}/chain")
+        chain = await get_json(client, f"/api/v1/tasks/{parent_id}/chain")
         [result] = _results(chain, "agent__helper")
-        child = await _get(client, f"/api/v1/tasks/{result['child_task_id']}")
+        child = await get_json(client, f"/api/v1/tasks/{result['child_task_id']}")
 
     [offered] = fake.requests_for(MODEL)[0].body["tools"]
     assert offered["function"]["description"] == "Helps, first edition."
