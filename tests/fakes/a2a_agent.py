@@ -155,6 +155,7 @@ class FakeA2AAgent:
     _uvicorn: _Server | None = None
     _serving: asyncio.Task[None] | None = None
     _socket: socket.socket | None = None
+    _handler: DefaultRequestHandler | None = None
 
     @property
     def base_url(self) -> str:
@@ -211,6 +212,7 @@ class FakeA2AAgent:
         handler = DefaultRequestHandler(
             agent_executor=_Executor(self), task_store=InMemoryTaskStore(), agent_card=card
         )
+        self._handler = handler
         app = Starlette(
             routes=[
                 *create_agent_card_routes(card),
@@ -237,7 +239,11 @@ class FakeA2AAgent:
         await self._serving
         if self._socket is not None:
             self._socket.close()
-        self._uvicorn = self._serving = self._socket = None
+        if self._handler is not None:
+            # Its tasks still under way (one whose caller went away without cancelling it)
+            # end here, not as pending tasks collected in a later test.
+            await self._handler.aclose()
+        self._uvicorn = self._serving = self._socket = self._handler = None
 
     async def __aenter__(self) -> Self:
         await self.start()
