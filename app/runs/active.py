@@ -19,7 +19,7 @@ from app.runs.metrics import RunLabels, RunMetrics
 from app.runs.recorder import ChildEvent, RunRecorder, own_events
 from app.runs.waiters import TaskWaiters
 from app.runs.writer import RunWriter
-from app.security.visibility import ReaderView, VisibilityPolicy
+from app.security.visibility import ReaderView, StepFacts, VisibilityPolicy
 from app.storage.records import TaskRecord
 from app.storage.run_log import RunLog
 from app.tools.models import OutputDelta, ToolDefinition
@@ -117,10 +117,11 @@ class ActiveRuns:
         sensitive_fields: frozenset[str],
         webhooks: RunWebhooks | None = None,
         seen_as: tuple[ToolType, str] | None = None,
+        call: StepFacts | None = None,
     ) -> LiveRun:
         """Records a just-started run's events as they come (nothing awaits between its start
         and this, so none is missed); `seen_as` for a remote agent's task recorded under a call
-        of that tool."""
+        of that tool; `call`, a sub-agent's, the facts of the call step that started it."""
         auditor = ToolAuditor(
             chain=chain,
             actor=actor,
@@ -152,7 +153,8 @@ class ActiveRuns:
         live = LiveRun(task.id, run, recorder, labels, channel=channel)
         if task.parent_task_id is not None:
             live.parent_task_id = task.parent_task_id
-            live.relay = Relay(task.id, chain.id, task.depth, task.parent_step_id)
+            calls = () if call is None else (call,)
+            live.relay = Relay(task.id, chain.id, task.depth, task.parent_step_id, calls)
         run.store_with(live.stored_through)
         self._runs[task.id] = live
         live.reader = asyncio.create_task(self._record(live), name=f"record-{task.id}")
@@ -205,6 +207,8 @@ class ActiveRuns:
             for event in own:
                 ancestor.run.relay(ChildEvent(relay, event))
             parent_id = ancestor.parent_task_id
+            if ancestor.relay is not None:  # one more call above it for the next ancestor
+                relay = relay.under(ancestor.relay.calls)
 
     async def _hand_over(self, live: LiveRun) -> None:
         """A released run: once everything it queued is stored, its task goes back to the

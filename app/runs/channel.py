@@ -26,6 +26,15 @@ class Relay:
     chain_id: UUID
     depth: int
     parent_step_id: UUID | None
+    # The call steps it hangs under, from the stream's own task's down to the one that
+    # started it: a reader sees its events only where it sees each of those calls whole.
+    calls: tuple[StepFacts, ...] = ()
+
+    def under(self, calls: tuple[StepFacts, ...]) -> "Relay":
+        """This relay as an ancestor further up sees it, under `calls` more."""
+        return Relay(
+            self.task_id, self.chain_id, self.depth, self.parent_step_id, (*calls, *self.calls)
+        )
 
     @property
     def fields(self) -> str:

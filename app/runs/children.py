@@ -22,7 +22,15 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID, uuid5
 
-from app.chain import Budget, BudgetLimit, ErrorCode, ReasoningChain, TaskState, format_usd
+from app.chain import (
+    Budget,
+    BudgetLimit,
+    ErrorCode,
+    ReasoningChain,
+    ReasoningStep,
+    TaskState,
+    format_usd,
+)
 from app.runs.active import ActiveRuns
 from app.runs.admission import Admission
 from app.runs.agents import (
@@ -32,6 +40,7 @@ from app.runs.agents import (
     resolve_agent,
 )
 from app.runs.models import ChildColumns, FamilyLink, TaskSubmission
+from app.runs.recorder import facts_of
 from app.runs.starter import RunStart, RunStarter
 from app.runs.waiters import TaskWaiters
 from app.storage.records import TaskRecord
@@ -194,10 +203,10 @@ class RunDelegation:
         budget = self._carve(call.cap, agent)
         start = self._start
         submission = TaskSubmission(input=call.input, agent=agent.ref)
-        link = FamilyLink(self._chain, self._path)
+        link = FamilyLink(self._chain, self._path, facts_of(_call_step(call)))
         columns = ChildColumns(
             parent_task_id=parent.id,
-            parent_step_id=_call_step_id(call),
+            parent_step_id=_call_step(call).id,
             root_task_id=parent.root_task_id or parent.id,
             depth=depth,
             parent_chain_id=self._chain.id,
@@ -302,7 +311,8 @@ class RunDelegation:
 
     async def _resume(self, child: TaskRecord) -> None:
         start = await self._starter.load(child)
-        link = FamilyLink(self._chain, self._path)
+        calls = [s for s in self._chain.steps if s.id == child.parent_step_id]
+        link = FamilyLink(self._chain, self._path, facts_of(calls[0]) if calls else None)
         self._starter.accept(child.id, dataclasses.replace(start, family=link))
         await self._starter.launch(child)
 
@@ -324,10 +334,10 @@ class RunDelegation:
 _STARTABLE = (TaskState.SUBMITTED, TaskState.WORKING)
 
 
-def _call_step_id(call: SubAgentCall) -> UUID:
+def _call_step(call: SubAgentCall) -> ReasoningStep:
     step = call.context.call_step
     assert step is not None, "the executor sets every call's step"
-    return step.id
+    return step
 
 
 def _answer(agent: str, child: TaskRecord) -> SubAgentAnswer:

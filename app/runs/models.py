@@ -22,6 +22,7 @@ from app.resources.toolbox import TenantTools
 from app.resources.webhooks.subscriptions import NONE as NO_SUBSCRIPTIONS
 from app.resources.webhooks.subscriptions import Subscriptions
 from app.resources.webhooks.urls import WebhookUrl
+from app.security.visibility import StepFacts
 from app.tools.approvals import ApprovalRules
 from app.tools.models import TOOL_NAME_PATTERN
 
@@ -213,11 +214,13 @@ class Origin:
 
 @dataclass(frozen=True, slots=True)
 class FamilyLink:
-    """Where a sub-agent's run sits: its parent's live chain and the agents above it (the
-    family's first first)."""
+    """Where a sub-agent's run sits: its parent's live chain, the agents above it (the
+    family's first first) and the facts of the call step that started it (by which each
+    reader of an ancestor's stream sees its events or not; None where unknown)."""
 
     parent_chain: ReasoningChain
     path: tuple[str, ...]
+    call: StepFacts | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from app.chain import (
     DoneEvent,
     ErrorCode,
     ReasoningChain,
+    ReasoningStep,
     ReasoningStepEvent,
     StepType,
     TaskState,
@@ -100,6 +101,9 @@ class ChildEvent:
                 "parent_step_id": None
                 if relay.parent_step_id is None
                 else str(relay.parent_step_id),
+                "calls": [
+                    [call.type, call.tool_type, call.tool_name, call.level] for call in relay.calls
+                ],
             },
             separators=(",", ":"),
         )
@@ -126,7 +130,8 @@ def stream_event(
     """A stored event as it streamed live (a relay whose child's event is gone stays a bare
     `relayed` event, which no stream sends)."""
     if isinstance(stored, StoredRelay):
-        relay = Relay(stored.task_id, stored.chain_id, stored.depth, stored.parent_step_id)
+        calls = tuple(step_facts(*call) for call in stored.calls)
+        relay = Relay(stored.task_id, stored.chain_id, stored.depth, stored.parent_step_id, calls)
         child = stream_event(stored.task_id, stored.chain_id, stored.event)
         return relayed_event(stored.seq, child, relay)
     if isinstance(stored, StoredStep):
@@ -145,6 +150,17 @@ APPROVAL_REQUIRED = "approval_required"
 APPROVAL_DECIDED = "approval_decided"
 CALL_EVENTS = frozenset({PROGRESS, APPROVAL_REQUIRED, APPROVAL_DECIDED})
 """Events about one call, seen by a reader as it sees the call's step."""
+
+
+def facts_of(step: ReasoningStep) -> StepFacts:
+    """A step's facts, as its row stores them."""
+    tool = step.tool_call or step.tool_result  # a result names its call's tool
+    return StepFacts(
+        type=StepType(step.type),
+        tool_type=None if tool is None else tool.tool_type,
+        tool_name=None if tool is None else tool.tool_name,
+        level=VisibilityLevel(step.visibility.level),
+    )
 
 
 def progress_facts(tool_type: str, tool_name: str, level: str) -> StepFacts:

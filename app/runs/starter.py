@@ -271,6 +271,7 @@ class RunStarter:
             webhooks=RunWebhooks.of(
                 task.tenant_id, task.id, chain, policy.webhooks, submission.webhook_url
             ),
+            call=None if start.family is None else start.family.call,
         )
         if task.id in self._cancels:
             run.cancel("cancelled")

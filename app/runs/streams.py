@@ -19,7 +19,7 @@ from app.runs.channel import (
 )
 from app.runs.manager import RunManager
 from app.runs.recorder import PROGRESS, step_stream_event, stream_event
-from app.security.visibility import ReaderView
+from app.security.visibility import ReaderView, StepFacts
 from app.storage.records import RELAYED
 from app.storage.run_log import RunLog
 
@@ -91,7 +91,14 @@ async def _viewed(
             yield event
         return
     shown: dict[VisibilityLevel, bool] = {}  # by the stored level of a delta's call step
+    whole: dict[StepFacts, bool] = {}  # by a call step's facts: whether it is seen whole
     async for event in events:
+        if _withheld(view, event, whole):
+            # A sub-agent under a call this reader does not see whole: none of it.
+            assert isinstance(event, StreamEvent)
+            if event.step is not None:
+                view.learn(event.step.step, event.step.facts)
+            continue
         if isinstance(event, LiveDelta):
             level = event.facts.level
             if level not in shown:
@@ -120,6 +127,19 @@ async def _viewed(
             yield event
         else:
             yield step_stream_event(event.seq, _with_step(parts, rendered))
+
+
+def _withheld(view: ReaderView, event: StreamItem, whole: dict[StepFacts, bool]) -> bool:
+    """Whether `event` is a sub-agent's under a call this reader does not see whole (each
+    call's verdict kept in `whole`)."""
+    if not isinstance(event, StreamEvent) or event.relay is None:
+        return False
+    for call in event.relay.calls:
+        if call not in whole:
+            whole[call] = view.level(call) is VisibilityLevel.FULL
+        if not whole[call]:
+            return True
+    return False
 
 
 async def _own(events: AsyncIterator[StreamItem]) -> AsyncIterator[StreamItem]:

@@ -29,6 +29,7 @@ from app.chain import (
 from app.chain.errors import ChainAbort
 from app.chain.models import utc_now
 from app.runs.active import ActiveRuns
+from app.runs.recorder import facts_of
 from app.storage.records import TaskRecord
 from app.storage.run_log import RunLog
 from app.storage.text import dump_model
@@ -154,6 +155,7 @@ class RunTrails:
             actor=self._actor,
             sensitive_fields=frozenset(),
             seen_as=(call.tool_call.tool_type, call.tool_call.tool_name),
+            call=facts_of(call),
         )
         trail = _Trail(task, told)
         context.started.append(trail.child)

@@ -118,6 +118,8 @@ class StoredRelay(_Record):
     chain_id: UUID
     depth: int
     parent_step_id: UUID | None
+    # The facts (type, tool type, tool name, level) of the call steps it hangs under.
+    calls: list[tuple[str, str | None, str | None, str]] = Field(default_factory=list)
     event: StoredEvent | StoredStep
 
 

@@ -876,6 +876,7 @@ async def _relayed(
             chain_id=chain_id,
             depth=pointer["depth"],
             parent_step_id=None if parent_step is None else UUID(parent_step),
+            calls=[tuple(call) for call in pointer.get("calls", ())],
             event=event,
         )
     return resolved

@@ -279,3 +279,42 @@ async def test_each_reader_sees_a_childs_steps_in_the_family_stream_as_in_the_ch
             assert calculator == []  # hidden from a viewer at depth 1 as at depth 0
             assert llm == []
             assert len(summaries) == 4
+
+
+async def test_a_reader_who_does_not_see_a_sub_agent_call_whole_gets_none_of_its_family(
+    service: Service, tenant: str
+) -> None:
+    await configure(
+        service,
+        tenant,
+        "visibility",
+        {
+            "tools": {"agent__middle": "hidden"},
+            "roles": {"member": {"tools": {"agent__middle": "full"}}},
+        },
+    )
+    await define_agent(service, tenant, "leaf", tools=[])
+    await define_agent(service, tenant, "middle", tools=["agent:leaf"])
+    await define_agent(service, tenant, "root", tools=["agent:middle"])
+    service.fake_llm.script(
+        MODEL,
+        Reply.tool_calls([ToolCall("agent__middle", {"task": "Ask the leaf."})]),
+        Reply.tool_calls([ToolCall("agent__leaf", {"task": "Say the secret word."})]),
+        Reply.text("swordfish"),
+        Reply.text("the leaf said swordfish"),
+        Reply.text("Done."),
+    )
+    async with service.client(tenant, sub="alice", roles=("member",)) as member:
+        root_id = (await submit(member, input="Go.", agent="root"))["task_id"]
+        seen_by_member = await stream(member, root_id)
+    async with service.client(tenant, sub="alice", roles=("viewer",)) as viewer:
+        seen_by_viewer = await stream(viewer, root_id)
+        # resumed anywhere, still nothing of them
+        resumed = await stream(viewer, root_id, **{"Last-Event-ID": str(seen_by_viewer[1].id)})
+
+    assert {e.json["depth"] for e in seen_by_member if "depth" in e.json} == {1, 2}
+    assert [e for e in seen_by_viewer if "depth" in e.json] == []
+    assert [e for e in resumed if "depth" in e.json] == []
+    assert seen_by_viewer[-1].event == "done"
+    # the viewer's ids are the stream's own: what it gets resumes where it left off
+    assert [e.id for e in resumed] == [e.id for e in seen_by_viewer[2:]]
