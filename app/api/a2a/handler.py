@@ -27,7 +27,6 @@ from pydantic import ValidationError
 
 from app.api.a2a.errors import a2a_error, only_text, task_not_found
 from app.api.a2a.events import StreamMapper
-from app.api.a2a.listing import TaskFilter, task_page
 from app.api.a2a.mapping import OUR_STATES, a2a_task
 from app.api.access import Caller
 from app.api.conversations.router import create_conversation
@@ -46,6 +45,7 @@ from app.runs.channel import StreamEvent, StreamItem
 from app.runs.streams import task_stream
 from app.storage.pagination import Cursor
 from app.storage.records import TaskRecord
+from app.storage.tasks import TaskFilter, TaskRepository
 from app.tools.a2a.extension import LAST_EVENT_ID_HEADER
 
 CALL_KEY = "omniforge.a2a"
@@ -121,6 +121,8 @@ class TaskHandler(RequestHandler):
                 raise InvalidParamsError(f"no context {params.context_id!r} here") from None
         wanted = TaskFilter(
             agent=call.agent.name,
+            # tasks from before agents ran the built-in one
+            unnamed=call.agent.name == DEFAULT_AGENT,
             conversation_id=conversation_id,
             states=OUR_STATES.get(params.status, ())
             if params.status != a2a.TASK_STATE_UNSPECIFIED
@@ -132,8 +134,9 @@ class TaskHandler(RequestHandler):
         with _as_a2a_errors():
             cursor = Cursor.decode(params.page_token) if params.page_token else None
             async with call.state.database.read() as connection:
-                page, total = await task_page(
-                    connection, call.caller.tenant_id, wanted, cursor=cursor, limit=page_size
+                tenant_tasks = TaskRepository(connection, call.caller.tenant_id)
+                page, total = await tenant_tasks.counted_page(
+                    wanted, cursor=cursor, limit=page_size
                 )
         return a2a.ListTasksResponse(
             tasks=[apply_history_length(a2a_task(task), params) for task in page.items],
