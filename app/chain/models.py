@@ -8,7 +8,7 @@ from uuid import UUID, uuid4
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from app.chain.budget import Budget, RemainingBudget, Usage, remaining
+from app.chain.budget import Budget, BudgetLimit, RemainingBudget, Usage, remaining
 from app.chain.enums import ChainStatus, ErrorCode, StepType, ToolType, VisibilityLevel
 from app.chain.money import USD
 from app.chain.replay import ReplayMatch, ReplayReport, StepDifference, ended, step_difference
@@ -350,6 +350,26 @@ class ReasoningChain(_Model):
         """What calls under way in this chain and its descendants may still use (cost,
         tokens)."""
         return self._reserved_cost, self._reserved_tokens
+
+    def left(self) -> dict[BudgetLimit, Any]:
+        """What is left of each limit of its budget (absent where it sets none, or has no
+        budget), counting what calls under way hold: its family's cost, tokens and LLM calls
+        so far, its own time."""
+        budget = self.budget
+        if budget is None:
+            return {}
+        used = self.usage()
+        held_cost, held_tokens = self.reserved
+        left: dict[BudgetLimit, Any] = {}
+        if budget.max_cost_usd is not None:
+            left[BudgetLimit.MAX_COST_USD] = budget.max_cost_usd - used.cost_usd - held_cost
+        if budget.max_tokens is not None:
+            left[BudgetLimit.MAX_TOKENS] = budget.max_tokens - used.tokens - held_tokens
+        if budget.max_llm_calls is not None:
+            left[BudgetLimit.MAX_LLM_CALLS] = budget.max_llm_calls - used.llm_calls
+        if budget.max_duration_s is not None:
+            left[BudgetLimit.MAX_DURATION_S] = round(budget.max_duration_s - used.duration_s, 3)
+        return left
 
     def add_listener(self, listener: StepListener) -> None:
         self._listeners.append(listener)

@@ -111,20 +111,19 @@ class BudgetGuard:
         cost_usd: Decimal | None,
     ) -> None:
         held_cost, held_tokens = owner.reserved
-        if budget.max_tokens is not None:
-            spent = used.tokens + held_tokens
-            if spent + tokens > budget.max_tokens:
-                raise budget_exceeded(
-                    BudgetLimit.MAX_TOKENS,
-                    budget,
-                    f"{self._whose(owner)}max_tokens ({budget.max_tokens}) would be crossed: "
-                    f"{used.tokens} used{self._family(owner)}"
-                    f"{f', {held_tokens} held by calls under way' if held_tokens else ''}, "
-                    f"and this call may use up to {tokens}",
-                    used=used.tokens,
-                    estimate=tokens,
-                    **self._task(owner),
-                )
+        left = owner.left()
+        if budget.max_tokens is not None and tokens > left[BudgetLimit.MAX_TOKENS]:
+            raise budget_exceeded(
+                BudgetLimit.MAX_TOKENS,
+                budget,
+                f"{self._whose(owner)}max_tokens ({budget.max_tokens}) would be crossed: "
+                f"{used.tokens} used{self._family(owner)}"
+                f"{f', {held_tokens} held by calls under way' if held_tokens else ''}, "
+                f"and this call may use up to {tokens}",
+                used=used.tokens,
+                estimate=tokens,
+                **self._task(owner),
+            )
         if budget.max_cost_usd is not None:
             if cost_usd is None:
                 raise budget_exceeded(
@@ -135,7 +134,7 @@ class BudgetGuard:
                     used=format_usd(used.cost_usd),
                     **self._task(owner),
                 )
-            if used.cost_usd + held_cost + cost_usd > budget.max_cost_usd:
+            if cost_usd > left[BudgetLimit.MAX_COST_USD]:
                 held = f", ${format_usd(held_cost)} held by calls under way" if held_cost else ""
                 raise budget_exceeded(
                     BudgetLimit.MAX_COST_USD,

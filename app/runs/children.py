@@ -246,27 +246,8 @@ class RunDelegation:
                 limits[limit] = value if current is None else min(current, value)
 
         for owner in (self._chain, *self._chain.ancestors):
-            budget = owner.budget
-            if budget is None:
-                continue
-            used = owner.usage()
-            held_cost, held_tokens = owner.reserved
-            left = {
-                BudgetLimit.MAX_COST_USD: None
-                if budget.max_cost_usd is None
-                else budget.max_cost_usd - used.cost_usd - held_cost,
-                BudgetLimit.MAX_TOKENS: None
-                if budget.max_tokens is None
-                else budget.max_tokens - used.tokens - held_tokens,
-                BudgetLimit.MAX_LLM_CALLS: None
-                if budget.max_llm_calls is None
-                else budget.max_llm_calls - used.llm_calls,
-                BudgetLimit.MAX_DURATION_S: None
-                if budget.max_duration_s is None
-                else round(budget.max_duration_s - used.duration_s, 3),
-            }
-            for limit, value in left.items():
-                if value is not None and value <= 0:
+            for limit, value in owner.left().items():
+                if value <= 0:
                     whose = "its" if owner is self._chain else f"task {owner.task_id}'s"
                     is_cost = limit is BudgetLimit.MAX_COST_USD
                     shown = f"${format_usd(Decimal(value))}" if is_cost else value
