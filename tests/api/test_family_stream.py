@@ -129,9 +129,8 @@ async def test_the_parents_stream_carries_both_childrens_events_in_order_and_res
         ], f"resumed after event {family[cut].id}"
 
 
-async def test_a_grandchilds_events_reach_every_ancestors_stream_at_its_depth(
-    service: Service, tenant: str
-) -> None:
+async def _three_generations(service: Service, tenant: str) -> None:
+    """Agents `root` -> `middle` -> `leaf`, and the replies of one run of them."""
     await define_agent(service, tenant, "leaf", tools=[])
     await define_agent(service, tenant, "middle", tools=["agent:leaf"])
     await define_agent(service, tenant, "root", tools=["agent:middle"])
@@ -143,6 +142,12 @@ async def test_a_grandchilds_events_reach_every_ancestors_stream_at_its_depth(
         Reply.text("the leaf said hi"),
         Reply.text("Done."),
     )
+
+
+async def test_a_grandchilds_events_reach_every_ancestors_stream_at_its_depth(
+    service: Service, tenant: str
+) -> None:
+    await _three_generations(service, tenant)
     async with service.client(tenant) as client:
         root_id = (await submit(client, input="Go.", agent="root"))["task_id"]
         root_stream = await stream(client, root_id)
@@ -293,17 +298,7 @@ async def test_a_reader_who_does_not_see_a_sub_agent_call_whole_gets_none_of_its
             "roles": {"member": {"tools": {"agent__middle": "full"}}},
         },
     )
-    await define_agent(service, tenant, "leaf", tools=[])
-    await define_agent(service, tenant, "middle", tools=["agent:leaf"])
-    await define_agent(service, tenant, "root", tools=["agent:middle"])
-    service.fake_llm.script(
-        MODEL,
-        Reply.tool_calls([ToolCall("agent__middle", {"task": "Ask the leaf."})]),
-        Reply.tool_calls([ToolCall("agent__leaf", {"task": "Say the secret word."})]),
-        Reply.text("swordfish"),
-        Reply.text("the leaf said swordfish"),
-        Reply.text("Done."),
-    )
+    await _three_generations(service, tenant)
     async with service.client(tenant, sub="alice", roles=("member",)) as member:
         root_id = (await submit(member, input="Go.", agent="root"))["task_id"]
         seen_by_member = await stream(member, root_id)
