@@ -351,14 +351,14 @@ class ReasoningChain(_Model):
         tokens)."""
         return self._reserved_cost, self._reserved_tokens
 
-    def left(self) -> dict[BudgetLimit, Any]:
+    def left(self, used: Usage | None = None) -> dict[BudgetLimit, Any]:
         """What is left of each limit of its budget (absent where it sets none, or has no
         budget), counting what calls under way hold: its family's cost, tokens and LLM calls
-        so far, its own time."""
+        so far, its own time (`used`, when the caller has just read it)."""
         budget = self.budget
         if budget is None:
             return {}
-        used = self.usage()
+        used = used or self.usage()
         held_cost, held_tokens = self.reserved
         left: dict[BudgetLimit, Any] = {}
         if budget.max_cost_usd is not None:

@@ -111,7 +111,7 @@ class BudgetGuard:
         cost_usd: Decimal | None,
     ) -> None:
         held_cost, held_tokens = owner.reserved
-        left = owner.left()
+        left = owner.left(used)
         if budget.max_tokens is not None and tokens > left[BudgetLimit.MAX_TOKENS]:
             raise budget_exceeded(
                 BudgetLimit.MAX_TOKENS,
