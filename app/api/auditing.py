@@ -1,6 +1,8 @@
 """Audit events of what callers read and change through the API."""
 
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -8,6 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.api.access import Caller
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction, audit_row
+from app.governance.tenants import Tenant
 from app.security.visibility import ReaderView
 from app.storage.audit import AuditRepository
 
@@ -61,3 +64,43 @@ async def record_change(
         at=utc_now(),
     )
     await AuditRepository(connection, tenant_id).append([row])
+
+
+class _Identified(Protocol):
+    @property
+    def id(self) -> UUID: ...
+
+
+R = TypeVar("R", bound=_Identified)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceAudit(Generic[R]):
+    """Audits changes of one kind of a tenant's configured resource (MCP servers, remote
+    agents): each as `document` keeps it (of the `fields` changed, for an update)."""
+
+    resource_type: str
+    document: Callable[[R, set[str] | None], dict[str, Any]]
+
+    async def __call__(
+        self,
+        connection: AsyncConnection,
+        caller: Caller,
+        tenant: Tenant,
+        action: AuditAction,
+        before: R | None,
+        after: R | None,
+        fields: set[str] | None = None,
+    ) -> None:
+        subject = after or before
+        assert subject is not None
+        await record_change(
+            connection,
+            caller,
+            tenant.id,
+            action=action,
+            before=None if before is None else self.document(before, fields),
+            after=None if after is None else self.document(after, fields),
+            resource_type=self.resource_type,
+            resource_id=str(subject.id),
+        )

@@ -4,10 +4,8 @@ then asked for its tools outside it (a remote server never holds a database tran
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from app.api.access import Caller
-from app.api.auditing import record_change
+from app.api.auditing import ResourceAudit
 from app.api.errors import MCP_SERVER_EXISTS, UNAVAILABLE, ApiError
 from app.api.mcp_servers.schemas import (
     McpServerCreate,
@@ -121,29 +119,6 @@ async def refresh_server(state: AppState, tenant: Tenant, server_id: UUID) -> Mc
     return McpServerOut.of(record)
 
 
-async def _audit(
-    connection: AsyncConnection,
-    caller: Caller,
-    tenant: Tenant,
-    action: AuditAction,
-    before: McpServerRecord | None,
-    after: McpServerRecord | None,
-    fields: set[str] | None = None,
-) -> None:
-    subject = after or before
-    assert subject is not None
-    await record_change(
-        connection,
-        caller,
-        tenant.id,
-        action=action,
-        before=None if before is None else audited(before, fields),
-        after=None if after is None else audited(after, fields),
-        resource_type="mcp_server",
-        resource_id=str(subject.id),
-    )
-
-
 def audited(record: McpServerRecord, fields: set[str] | None = None) -> dict[str, Any]:
     """A server's configuration as the audit log keeps it: headers' secret references as
     they are, their text values as `[text]` (a header may hold a credential)."""
@@ -166,3 +141,6 @@ def _not_found(server_id: UUID) -> NotFound:
 
 def _exists(exc: McpServerExists) -> ApiError:
     return ApiError(MCP_SERVER_EXISTS, f"{exc}; choose another name, or change that server instead")
+
+
+_audit = ResourceAudit("mcp_server", audited)

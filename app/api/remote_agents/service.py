@@ -5,10 +5,9 @@ from typing import Any
 from uuid import UUID
 
 from a2a.types import AgentCard
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.api.access import Caller
-from app.api.auditing import record_change
+from app.api.auditing import ResourceAudit
 from app.api.errors import REMOTE_AGENT_EXISTS, UNAVAILABLE, VALIDATION, ApiError, FieldProblem
 from app.api.remote_agents.schemas import (
     RemoteAgentCreate,
@@ -145,29 +144,6 @@ async def _fetched(
         ) from None
 
 
-async def _audit(
-    connection: AsyncConnection,
-    caller: Caller,
-    tenant: Tenant,
-    action: AuditAction,
-    before: RemoteAgentRecord | None,
-    after: RemoteAgentRecord | None,
-    fields: set[str] | None = None,
-) -> None:
-    subject = after or before
-    assert subject is not None
-    await record_change(
-        connection,
-        caller,
-        tenant.id,
-        action=action,
-        before=None if before is None else audited(before, fields),
-        after=None if after is None else audited(after, fields),
-        resource_type="remote_agent",
-        resource_id=str(subject.id),
-    )
-
-
 def audited(record: RemoteAgentRecord, fields: set[str] | None = None) -> dict[str, Any]:
     """An agent's configuration as the audit log keeps it: headers' secret references as
     they are, their text values as `[text]` (a header may hold a credential), its card's
@@ -191,3 +167,6 @@ def _not_found(agent_id: UUID) -> NotFound:
 
 def _exists(exc: RemoteAgentExists) -> ApiError:
     return ApiError(REMOTE_AGENT_EXISTS, f"{exc}; choose another name")
+
+
+_audit = ResourceAudit("remote_agent", audited)
