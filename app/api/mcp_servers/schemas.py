@@ -1,51 +1,30 @@
 """MCP servers as clients register them and see them."""
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from app.api.secrets.schemas import SECRET_NAME_PATTERN
+from app.api.outbound import (
+    MAX_HEADERS,
+    NAME_PATTERN,
+    HeaderValue,
+    SecretRef,
+    checked_url,
+    header_document,
+    headers_checker,
+)
 from app.resources.mcp import notes, offered
 from app.storage.mcp_servers import McpServerRecord
-from app.tools.net.urls import checked_http_url
 
-SERVER_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,30}$"
-MAX_HEADERS = 32
 MAX_LISTED_TOOLS = 512
-# Headers the MCP transport sets itself, or that would change how the request travels.
-_RESERVED_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "content-type",
-        "accept",
-        "connection",
-        "transfer-encoding",
-        "upgrade",
-        "te",
-        "trailer",
-        "keep-alive",
-        "proxy-authorization",
-        "mcp-session-id",
-        "mcp-protocol-version",
-        "last-event-id",
-    }
-)
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
-_HEADER_VALUE = re.compile(r"^[\t\x20-\x7e\x80-\uffff]*$")
-
-
-def _checked_url(url: str) -> str:
-    return checked_http_url(url, no_credentials="send them in `headers`, as secrets")
 
 
 ServerName = Annotated[
     str,
     Field(
-        pattern=SERVER_NAME_PATTERN,
+        pattern=NAME_PATTERN,
         description="Lower-case letters, digits and `-`, up to 31: its tools are named "
         "`<name>__<tool>`.",
     ),
@@ -53,38 +32,11 @@ ServerName = Annotated[
 ServerUrl = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=2048),
-    AfterValidator(_checked_url),
+    AfterValidator(checked_url),
     Field(description="The server's streamable-HTTP endpoint, e.g. `https://mcp.example/mcp`."),
 ]
 RemoteToolName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 RoleName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-
-
-class SecretRef(BaseModel):
-    """A tenant secret, by name: its value is sent (after `prefix`, e.g. `"Bearer "`),
-    resolved when a session opens."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    secret: Annotated[str, StringConstraints(pattern=SECRET_NAME_PATTERN)]
-    prefix: Annotated[str, StringConstraints(max_length=64, pattern=_HEADER_VALUE.pattern)] = ""
-
-
-HeaderValue = Annotated[str, StringConstraints(max_length=8192, pattern=_HEADER_VALUE.pattern)]
-
-
-def _checked_headers(headers: dict[str, HeaderValue | SecretRef]) -> dict[str, Any]:
-    seen: set[str] = set()
-    for name in headers:
-        lowered = name.lower()
-        if not _HEADER_NAME.match(name):
-            raise ValueError(f"{name!r} is not an HTTP header name")
-        if lowered in _RESERVED_HEADERS:
-            raise ValueError(f"{name!r} is set by the MCP transport itself")
-        if lowered in seen:
-            raise ValueError(f"{name!r} is given twice (header names ignore case)")
-        seen.add(lowered)
-    return headers
 
 
 Headers = Annotated[
@@ -95,7 +47,11 @@ Headers = Annotated[
         "for a tenant secret (never shown; resolved when a session opens), optionally after "
         'a `prefix`: `{"secret": "GH_TOKEN", "prefix": "Bearer "}`.',
     ),
-    AfterValidator(_checked_headers),
+    AfterValidator(
+        headers_checker(
+            {"mcp-session-id", "mcp-protocol-version", "last-event-id"}, set_by="the MCP transport"
+        )
+    ),
 ]
 AllowedTools = Annotated[
     list[RemoteToolName] | None,
@@ -112,13 +68,6 @@ ToolRoles = Annotated[
         "needs to use it.",
     ),
 ]
-
-
-def header_document(headers: dict[str, str | SecretRef]) -> dict[str, Any]:
-    return {
-        name: value.model_dump(exclude_defaults=True) if isinstance(value, SecretRef) else value
-        for name, value in headers.items()
-    }
 
 
 class McpServerCreate(BaseModel):

@@ -12,8 +12,8 @@ from app.api.mcp_servers.schemas import (
     McpServerList,
     McpServerOut,
     McpServerUpdate,
-    header_document,
 )
+from app.api.outbound import header_document
 from app.api.state import AppState
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction

@@ -1,49 +1,28 @@
 """Remote A2A agents as clients register them and see them."""
 
-import re
 from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
-from app.api.mcp_servers.schemas import SERVER_NAME_PATTERN, HeaderValue, SecretRef
+from app.api.outbound import (
+    MAX_HEADERS,
+    NAME_PATTERN,
+    HeaderValue,
+    SecretRef,
+    checked_url,
+    header_document,
+    headers_checker,
+)
 from app.storage.remote_agents import RemoteAgentRecord
 from app.tools.a2a.cards import card_of
 from app.tools.a2a.remote import skills_of
-from app.tools.net.urls import checked_http_url
-
-MAX_HEADERS = 32
-# Headers the A2A client sets itself, or that would change how the request travels.
-_RESERVED_HEADERS = frozenset(
-    {
-        "host",
-        "content-length",
-        "content-type",
-        "accept",
-        "connection",
-        "transfer-encoding",
-        "upgrade",
-        "te",
-        "trailer",
-        "keep-alive",
-        "proxy-authorization",
-        "a2a-version",
-        "a2a-extensions",
-        "user-agent",
-    }
-)
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
-
-
-def _checked_url(url: str) -> str:
-    return checked_http_url(url, no_credentials="send them in `headers`, as secrets")
-
 
 AgentName = Annotated[
     str,
     Field(
-        pattern=SERVER_NAME_PATTERN,
+        pattern=NAME_PATTERN,
         description="Lower-case letters, digits and `-`, up to 31: its skills become the "
         "tools `<name>__<skill>`. Unique among the tenant's remote agents and MCP servers.",
     ),
@@ -51,27 +30,13 @@ AgentName = Annotated[
 CardUrl = Annotated[
     str,
     StringConstraints(strip_whitespace=True, min_length=1, max_length=2048),
-    AfterValidator(_checked_url),
+    AfterValidator(checked_url),
     Field(
         description="The agent card's URL, e.g. "
         "`https://agent.example/.well-known/agent-card.json`; an agent's bare address "
         "(`https://agent.example`) means its well-known card."
     ),
 ]
-
-
-def _checked_headers(headers: dict[str, HeaderValue | SecretRef]) -> dict[str, Any]:
-    seen: set[str] = set()
-    for name in headers:
-        lowered = name.lower()
-        if not _HEADER_NAME.match(name):
-            raise ValueError(f"{name!r} is not an HTTP header name")
-        if lowered in _RESERVED_HEADERS:
-            raise ValueError(f"{name!r} is set by the A2A client itself")
-        if lowered in seen:
-            raise ValueError(f"{name!r} is given twice (header names ignore case)")
-        seen.add(lowered)
-    return headers
 
 
 Headers = Annotated[
@@ -82,15 +47,10 @@ Headers = Annotated[
         'or `{"secret": NAME}` for a tenant secret (never shown; resolved at each call), '
         'optionally after a `prefix`: `{"secret": "AGENT_TOKEN", "prefix": "Bearer "}`.',
     ),
-    AfterValidator(_checked_headers),
+    AfterValidator(
+        headers_checker({"a2a-version", "a2a-extensions", "user-agent"}, set_by="the A2A client")
+    ),
 ]
-
-
-def header_document(headers: dict[str, str | SecretRef]) -> dict[str, Any]:
-    return {
-        name: value.model_dump(exclude_defaults=True) if isinstance(value, SecretRef) else value
-        for name, value in headers.items()
-    }
 
 
 class RemoteAgentCreate(BaseModel):

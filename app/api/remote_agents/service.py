@@ -9,12 +9,12 @@ from a2a.types import AgentCard
 from app.api.access import Caller
 from app.api.auditing import ResourceAudit
 from app.api.errors import REMOTE_AGENT_EXISTS, UNAVAILABLE, VALIDATION, ApiError, FieldProblem
+from app.api.outbound import header_document
 from app.api.remote_agents.schemas import (
     RemoteAgentCreate,
     RemoteAgentList,
     RemoteAgentOut,
     RemoteAgentUpdate,
-    header_document,
 )
 from app.api.state import AppState
 from app.chain import ErrorCode
