@@ -438,3 +438,43 @@ async def test_what_a_message_cannot_be_is_a_clear_a2a_error(service: Service, t
             await send(text_message("hi", context_id="4b0f3c52-5a55-4c5e-a3b3-2bd5a6f3e2f1"))
         with pytest.raises(InvalidParamsError):
             await send(text_message("hi", context_id="not-a-conversation"))
+
+
+@pytest.mark.parametrize("binding", BINDINGS)
+async def test_a_delegating_agents_a2a_task_streams_its_own_states_with_its_familys_usage(
+    service: Service, tenant: str, binding: str
+) -> None:
+    await define_agent(service, tenant, "helper", tools=[])
+    await define_agent(service, tenant, "lead", tools=["agent:helper"])
+    service.fake_llm.script(
+        MODEL,
+        Reply.tool_calls([ToolCall("agent__helper", {"task": "Help."})]),
+        Reply.text("the helper's answer"),
+        Reply.text("The lead's answer."),
+    )
+    base = agent_base(service.base_url, tenant, "lead")
+    async with bearer(service.token(tenant)) as http:
+        client = await a2a_client(http, base, binding)
+        events = [
+            event_of(r)
+            async for r in client.send_message(a2a.SendMessageRequest(message=text_message("Go.")))
+        ]
+    first, updates = events[0], events[1:]
+    stored = await _rest_task(service, tenant, first.id)
+
+    # the sub-agent's task is not an A2A task: none of its states or answers show here
+    kinds = [
+        ("artifact", _text(e.artifact.parts))
+        if isinstance(e, a2a.TaskArtifactUpdateEvent)
+        else ("status", a2a.TaskState.Name(e.status.state))
+        for e in updates
+    ]
+    assert kinds == [
+        ("status", "TASK_STATE_WORKING"),
+        ("artifact", "The lead's answer."),
+        ("status", "TASK_STATE_COMPLETED"),
+    ]
+    assert {e.task_id for e in updates} == {first.id}
+    # its usage is the family's: the lead's two calls and the helper's one
+    assert usage(updates[-1]).llm_calls == 3
+    assert usage_fields(usage(updates[-1])) == stored_usage(stored)

@@ -176,6 +176,7 @@ class TaskHandler(RequestHandler):
                 task.chain_id,
                 after=0,
                 keepalive_s=None,
+                family=False,
             )
             async with contextlib.aclosing(_stored_events(events)) as stored:
                 async for item in stored:
@@ -296,7 +297,7 @@ async def _follow(call: A2ACall, task: TaskRecord, *, after: int) -> AsyncIterat
     stream (read from its start, so each event is what it was the first time); ends with
     the task, or once it waits for a human."""
     mapper = StreamMapper(task)
-    events = await open_stream(call.state, call.caller, task, after=0)
+    events = await open_stream(call.state, call.caller, task, after=0, sub_agents=False)
     async with contextlib.aclosing(_stored_events(events)) as stored:
         async for item in stored:
             event = mapper.feed(item)
@@ -308,12 +309,12 @@ async def _follow(call: A2ACall, task: TaskRecord, *, after: int) -> AsyncIterat
 
 
 async def _stored_events(items: AsyncIterator[StreamItem]) -> AsyncGenerator[StreamEvent]:
-    """The stream's stored events (no keep-alives, no live deltas), the task's own (an A2A
-    task's events are its own: its sub-agents are not A2A tasks); closing it closes the
-    stream at once."""
+    """The stream's stored events (no keep-alives, no live deltas); closing it closes the
+    stream at once. (An A2A task's stream is its own events: its sub-agents are not A2A
+    tasks.)"""
     try:
         async for item in items:
-            if isinstance(item, StreamEvent) and item.relay is None:
+            if isinstance(item, StreamEvent):
                 yield item
     finally:
         aclose = getattr(items, "aclose", None)
