@@ -173,8 +173,18 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(
         default=5.0,
         ge=0,
-        description="On shutdown, how long runs get to reach a step boundary (a call that must "
-        "not be made twice finishes) before they are handed to another server.",
+        description="On shutdown (SIGTERM), the whole drain: runs start no new call, the calls "
+        "under way finish and are stored, runs are handed to another server and streams end "
+        "for their clients to reconnect there — all within this. A call still under way "
+        "past it is cut (counted in `omniforge_calls_cut_total`) and made again where its run "
+        "resumes.",
+    )
+    store_outage_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="How long runs wait out a store (database) outage: they start no new call "
+        "meanwhile and keep the results of calls under way until they can be stored. Past "
+        "it, a run is let go to be resumed from what is stored (never failed).",
     )
     metrics_port: int | None = Field(
         default=None,

@@ -524,7 +524,7 @@ def _print_chain(r: service_chain_read.ChainRead) -> None:
     p50 = r.p(50)
     print(
         f"\n(c) GET of a {r.steps:,}-step chain from Postgres (GET /api/v1/chains/{{id}})\n"
-        f"  conditions: chain written through RunRecorder + RunLog (ReAct iterations: LLM call"
+        f"  conditions: chain written through RunRecorder + RunWrites (ReAct iterations: LLM call"
         f" and result, thought, calculator call and result), steps {r.step_bytes_mean:.0f} B on"
         f" average, response {r.response_bytes / 1024:.0f} KB; {r.requests} sequential GETs on"
         f" one keep-alive connection after 10 warm-up GETs\n"

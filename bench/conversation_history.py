@@ -4,7 +4,7 @@ queries and the rebuild), and per turn (the process that served the previous tur
 history and reads only that turn).
 
 The turns are what a ReAct run of a tool-using question leaves behind, written through the
-service's own write path (ReasoningChain -> RunRecorder -> RunLog): per turn the user's
+service's own write path (ReasoningChain -> RunRecorder -> RunWrites): per turn the user's
 question, an LLM call that calls the calculator, the calculator's call and result, an LLM
 call that answers, a thought and the synthesis (7 steps)."""
 
@@ -29,7 +29,7 @@ from app.chain.models import utc_now
 from app.runs.conversations import History, rebuild
 from app.storage import Database
 from app.storage.conversations import ConversationRepository
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
 from bench.recorded_run import RecordedRun, bench_runner
 from bench.service_harness import TENANT, postgres_database, run_async
 
@@ -137,15 +137,15 @@ def _turn_steps(chain: ReasoningChain, turn: int) -> None:
 async def build_conversation(database_url: str, turns: int = TURNS) -> UUID:
     """Stores a conversation of `turns` finished turns; returns its id."""
     database = Database(database_url)
-    log = RunLog(database)
+    stores = RunStores.of(database)
     async with database.transaction() as connection:
         conversation = await ConversationRepository(connection, TENANT).create(
             user_id="bench", agent_name="default", agent_version=None, metadata={}, at=utc_now()
         )
-    async with bench_runner(log) as runner_id:
+    async with bench_runner(stores) as runner_id:
         for turn in range(1, turns + 1):
             run = await RecordedRun.start(
-                log,
+                stores,
                 TENANT,
                 runner_id,
                 request={"input": _question(turn)},

@@ -114,9 +114,12 @@ async def _measure(backend: str, store: LimitStore, calls: int) -> GuardOverhead
             type=StepType.TOOL_CALL,
             tool_call=ToolCallInfo(tool_type=ToolType.LLM, tool_name=LLM_TOOL_NAME, model="demo"),
         )
-        pending = PendingCall(llm, llm.definition, arguments, context, step)
+        assert step.tool_call is not None
+        # Each call its own, as the executor gives each: windows count calls by their id.
+        call_context = context.at(correlation_id=step.tool_call.correlation_id, call_step=step)
+        pending = PendingCall(llm, llm.definition, arguments, call_context, step)
         result = ToolResultInfo(
-            correlation_id=step.tool_call.correlation_id if step.tool_call else uuid4(),
+            correlation_id=step.tool_call.correlation_id,
             success=True,
             duration_ms=1.0,
             model="demo",

@@ -1,5 +1,5 @@
 """A run recorded through the service's own write path (ReasoningChain -> ReasoningStepEvent ->
-RunRecorder -> RunLog), without an agent: benchmarks add the steps they need, store them batch
+RunRecorder -> RunWrites), without an agent: benchmarks add the steps they need, store them batch
 by batch as a run would, and complete the run."""
 
 import os
@@ -25,29 +25,35 @@ from app.chain.models import utc_now
 from app.runs.audit import ToolAuditor
 from app.runs.recorder import RunRecorder
 from app.security.visibility import ReaderView, VisibilityPolicy
-from app.storage.run_log import RunLog, RunnerLease
+from app.storage.runs import Fence, RunnerLease, RunStores
 from app.storage.types import RawJSON
 
 
 @asynccontextmanager
-async def bench_runner(log: RunLog) -> AsyncIterator[str]:
+async def bench_runner(stores: RunStores) -> AsyncIterator[str]:
     """This process as a runner of its own while it records, or a service on the same database
     would end its runs as orphans; yields the runner id."""
     runner = RunnerLease(
-        f"bench:{os.getpid()}:{uuid4().hex[:12]}", socket.gethostname(), os.getpid(), utc_now()
+        f"bench:{os.getpid()}:{uuid4().hex[:12]}",
+        socket.gethostname(),
+        os.getpid(),
+        utc_now(),
+        lease_s=3600,
     )
-    await log.register_runner(runner)
+    await stores.runners.register(runner)
     try:
         yield runner.id
     finally:
-        await log.remove_runner(runner.id)
+        await stores.runners.remove(runner.id)
 
 
 class RecordedRun:
     """One task and its chain, stored as a run stores them."""
 
-    def __init__(self, log: RunLog, tenant_id: str, chain: ReasoningChain) -> None:
-        self.log = log
+    def __init__(
+        self, stores: RunStores, tenant_id: str, chain: ReasoningChain, runner_id: str
+    ) -> None:
+        self.stores = stores
         self.chain = chain
         self.task_id = UUID(chain.task_id)
         auditor = ToolAuditor(
@@ -58,7 +64,9 @@ class RecordedRun:
             ),
             audit_levels={},
         )
-        self._recorder = RunRecorder(self.task_id, tenant_id, chain, auditor)
+        self._recorder = RunRecorder(
+            self.task_id, tenant_id, chain, auditor, fence=Fence(runner_id, 1)
+        )
         self._batch: list[ChainEvent] = [
             ChainStartedEvent(task_id=chain.task_id, chain_id=chain.id),
             TaskStatusEvent(task_id=chain.task_id, chain_id=chain.id, state=TaskState.WORKING),
@@ -69,7 +77,7 @@ class RecordedRun:
     @classmethod
     async def start(
         cls,
-        log: RunLog,
+        stores: RunStores,
         tenant_id: str,
         runner_id: str,
         *,
@@ -84,7 +92,7 @@ class RecordedRun:
         chain = ReasoningChain(
             task_id=str(task_id), agent_id=agent_id, tenant_id=tenant_id, started_at=now
         )
-        await log.create(
+        await stores.queue.create(
             {
                 "id": task_id,
                 "tenant_id": tenant_id,
@@ -95,6 +103,7 @@ class RecordedRun:
                 "model": model,
                 "last_seq": 0,
                 "runner_id": runner_id,
+                "owner_epoch": 1,
                 "conversation_id": conversation_id,
                 "created_at": now,
             },
@@ -109,11 +118,11 @@ class RecordedRun:
             },
             after_turns=after_turns,
         )
-        return cls(log, tenant_id, chain)
+        return cls(stores, tenant_id, chain, runner_id)
 
     async def flush(self) -> None:
         """Stores what the run produced since the last flush, as one batch."""
-        await self.log.append([self._recorder.record(self._batch, [])[0]])
+        await self.stores.writes.append([self._recorder.record(self._batch, [])[0]])
         self._batch.clear()
 
     async def complete(self) -> None:

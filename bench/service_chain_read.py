@@ -1,7 +1,7 @@
 """GET of a 1,000-step chain from Postgres: `GET /api/v1/chains/{id}`, sequential, keep-alive.
 
 The chain is what a ReAct task that keeps calling the calculator leaves behind, written through
-the service's own write path (ReasoningChain -> ReasoningStepEvent -> RunRecorder -> RunLog),
+the service's own write path (ReasoningChain -> ReasoningStepEvent -> RunRecorder -> RunWrites),
 one batch per iteration as a run writes it: per iteration an LLM call (tool_call with the last
 messages, tool_result with usage and cost), a thought, a calculator call and its result, then a
 final answer. The service's run limit (max_iterations <= 100) is why no real run is used.
@@ -27,7 +27,7 @@ from app.chain import (
     VisibilityConfig,
 )
 from app.storage import Database
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
 from bench.recorded_run import RecordedRun, bench_runner
 from bench.service_harness import TENANT, Stack, client, percentile, run_async, stack
 
@@ -143,10 +143,10 @@ def _iteration(chain: ReasoningChain, n: int) -> None:
 async def build_chain(database_url: str, steps: int = STEPS) -> UUID:
     """Stores a completed `steps`-step chain of tenant TENANT; returns its id."""
     database = Database(database_url)
-    log = RunLog(database)
-    async with bench_runner(log) as runner_id:
+    stores = RunStores.of(database)
+    async with bench_runner(stores) as runner_id:
         run = await RecordedRun.start(
-            log, TENANT, runner_id, request={"input": _TASK}, model=_MODEL, agent_id="react"
+            stores, TENANT, runner_id, request={"input": _TASK}, model=_MODEL, agent_id="react"
         )
         chain = run.chain
         iterations = (steps - 5) // 5

@@ -26,6 +26,21 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("FAKE_LLM_API_KEY", "fake-key")
 
 
+# The chaos scenarios mostly wait (outages, drains): they go first, the longest first, so
+# that the other worker runs the rest of the suite meanwhile instead of after them.
+_FIRST = ("test_store_outages.py", "test_cluster_streams.py", "test_redis_restart.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def order(item: pytest.Item) -> tuple[int, int]:
+        path = item.path
+        if path.parent.name != "chaos":
+            return (2, 0)
+        return (0, _FIRST.index(path.name)) if path.name in _FIRST else (1, 0)
+
+    items.sort(key=order)
+
+
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeLLMServer]:
     """A fake OpenAI-compatible server on 127.0.0.1; unscripted or unused replies fail."""

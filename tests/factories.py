@@ -15,7 +15,7 @@ from app.agents.react import ToolCallingMode
 from app.chain import ChainMetrics, ChainStatus, ReasoningChain, TaskState
 from app.config import Settings
 from app.llm import LLMGateway, load_model_list
-from app.storage.run_log import RunLog
+from app.storage.runs import TaskQueue
 from app.storage.types import RawJSON
 from app.tools.base import BaseTool
 from app.tools.guards import ToolGuard
@@ -129,7 +129,7 @@ def usd(text: str) -> Decimal:
 
 
 async def stored_task(
-    log: RunLog,
+    queue: TaskQueue,
     tenant: str,
     *,
     chain_id: UUID | None = None,
@@ -141,7 +141,7 @@ async def stored_task(
     """A task and its chain as a run stores them when it starts: `(task_id, chain_id)`."""
     task_id, chain_id = uuid4(), chain_id or uuid4()
     now = created_at or datetime.now(UTC)
-    await log.create(
+    await queue.create(
         {
             "id": task_id,
             "tenant_id": tenant,
@@ -152,6 +152,7 @@ async def stored_task(
             "model": "demo",
             "last_seq": last_seq,
             "runner_id": runner_id,
+            "owner_epoch": 0 if runner_id is None else 1,
             "created_at": now,
         },
         {

@@ -30,7 +30,6 @@ from app.chain import (
     TaskState,
     TaskStatusEvent,
     ToolProgressEvent,
-    ToolType,
 )
 from app.chain.budget import WARNING_RATIO, nearly_used
 from app.chain.errors import ChainAbort
@@ -139,7 +138,6 @@ class CoTAgent(ABC):
         )
         output = None if on_delta is None else _Output(on_delta)
         events = _RunEvents(task.id, chain, output)
-        registry = tools or self.executor.registry
         engine = ReasoningEngine(
             chain,
             self.executor,
@@ -155,6 +153,7 @@ class CoTAgent(ABC):
             on_progress=events.progress,
             approvals=approvals,
             stored=events.stored,
+            ready=events.may_call,
         )
         return AgentRun(
             self,
@@ -162,7 +161,6 @@ class CoTAgent(ABC):
             engine,
             events,
             resumed=chain.resuming,
-            idempotent=registry.idempotent,
             decided=decided,
         )
 
@@ -242,6 +240,7 @@ class _RunEvents:
         "emitted",
         "ended",
         "queue",
+        "ready",
         "stored_through",
     )
 
@@ -257,11 +256,18 @@ class _RunEvents:
         self.emitted = 0
         # Returns once the run's first n events are stored (`AgentRun.store_with`).
         self.stored_through: Callable[[int], Awaitable[None]] | None = None
+        # Returns once the run may start calls (`AgentRun.store_with`).
+        self.ready: Callable[[], Awaitable[None]] | None = None
 
     async def stored(self) -> None:
         """Returns once every event queued so far is stored (at once where nothing is)."""
         if self.stored_through is not None:
             await self.stored_through(self.emitted)
+
+    async def may_call(self) -> None:
+        """Returns once the run may start calls (at once where nothing holds it back)."""
+        if self.ready is not None:
+            await self.ready()
 
     def close(self) -> None:
         """The run is released: its events end here."""
@@ -312,7 +318,6 @@ class AgentRun:
         events: _RunEvents,
         *,
         resumed: bool = False,
-        idempotent: Callable[[str], bool] = lambda name: False,
         decided: Sequence[ApprovalDecidedEvent] = (),
     ) -> None:
         self.task = task
@@ -326,10 +331,10 @@ class AgentRun:
         self._cancel_details: dict[str, Any] = {}
         self._budget_warned = False
         self._timers: list[asyncio.TimerHandle] = []
-        self._idempotent = idempotent
-        # Calls under way that must not be made twice, by correlation id: a release waits for
-        # them (see `release`).
-        self._unrepeatable: set[Any] = set()
+        # Calls under way, by correlation id: a release lets them finish (see `release`).
+        self._under_way: set[Any] = set()
+        # Results this run recorded (not those of stored steps a resumed run replays).
+        self.results_made = 0
         self._releasing = False
         self._suspended = False
         self.chain.add_listener(self._on_step)
@@ -408,10 +413,22 @@ class AgentRun:
         events.emit(Relayed(event))
         return True
 
-    def store_with(self, stored_through: Callable[[int], Awaitable[None]]) -> None:
+    def store_with(
+        self,
+        stored_through: Callable[[int], Awaitable[None]],
+        ready: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         """What stores the run's events: `stored_through(n)` returns once its first n events
-        are stored. A call that must not be made twice waits for it before it starts."""
+        are stored. A call that must not be made twice waits for it before it starts; every
+        call waits for `ready` (what holds calls back while their results could not be
+        stored)."""
         self._events.stored_through = stored_through
+        self._events.ready = ready
+
+    @property
+    def calls_under_way(self) -> int:
+        """Calls started whose results have not come."""
+        return len(self._under_way)
 
     @property
     def released(self) -> bool:
@@ -421,14 +438,14 @@ class AgentRun:
 
     def release(self, *, now: bool = False) -> None:
         """Stops the run without ending its task, so that it can be resumed from its stored
-        steps: at once when every call under way may be made again (LLM calls, idempotent
-        tools) or with `now`; otherwise as soon as the calls that must not be repeated have
-        their results, and before any further call starts. Its events end with the last step
-        it completed (no `done`)."""
+        steps: as soon as the calls under way have their results (none is made twice, paid
+        model calls included), and before any further call starts; with `now`, at once (the
+        calls under way are cut, and made again by whoever resumes it). Its events end with
+        the last step it completed (no `done`)."""
         if self._runner.done() or self._cancel_reason is not None:
             return
         self._releasing = True
-        if now or not self._unrepeatable:
+        if now or not self._under_way:
             self._stop_released()
 
     def _stop_released(self) -> None:
@@ -589,14 +606,13 @@ class AgentRun:
                 self._events.close()
                 raise RunReleased
             if step.tool_result is not None:
-                self._unrepeatable.discard(step.tool_result.correlation_id)
-                if not self._unrepeatable:
+                self._result(step.tool_result.correlation_id)
+                if not self._under_way:
                     asyncio.get_running_loop().call_soon(self._stop_released)
-        elif step.tool_call is not None and step.tool_call.tool_type is not ToolType.LLM:
-            if not self._idempotent(step.tool_call.tool_name):
-                self._unrepeatable.add(step.tool_call.correlation_id)
+        elif step.tool_call is not None:
+            self._under_way.add(step.tool_call.correlation_id)
         elif step.tool_result is not None:
-            self._unrepeatable.discard(step.tool_result.correlation_id)
+            self._result(step.tool_result.correlation_id)
         self._emit(
             ReasoningStepEvent(
                 task_id=self.task.id,
@@ -611,6 +627,10 @@ class AgentRun:
             limits = nearly_used(budget, self.chain.usage())
             if limits:
                 self._warn(limits)
+
+    def _result(self, correlation_id: Any) -> None:
+        self._under_way.discard(correlation_id)
+        self.results_made += 1
 
     def _warn(self, limits: list[BudgetLimit]) -> None:
         if self._budget_warned or self.chain.budget is None or self.chain.status.is_terminal:

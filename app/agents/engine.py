@@ -98,6 +98,7 @@ class ReasoningEngine:
         on_progress: Callable[[ToolProgress], None] | None = None,
         approvals: ApprovalGate | None = None,
         stored: Callable[[], Awaitable[None]] | None = None,
+        ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.chain = chain
         self.task = task
@@ -120,6 +121,7 @@ class ReasoningEngine:
             on_progress=on_progress,
             approvals=approvals,
             stored=stored,
+            ready=ready,
         )
         # With `on_delta`, every LLM call streams its reply there as it arrives.
         self._on_delta = on_delta

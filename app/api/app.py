@@ -44,6 +44,7 @@ from app.api.tasks.service import load_run
 from app.api.tasks.tickets import router as stream_tickets_router
 from app.api.tenants.router import router as tenants_router
 from app.api.tools.router import router as tools_router
+from app.api.unavailable import StoreOutages
 from app.api.webhooks.router import router as webhooks_router
 from app.config import Settings
 from app.governance.api_keys import ApiKeys
@@ -52,6 +53,7 @@ from app.governance.erasure import Erasure
 from app.governance.limits import make_limit_store
 from app.governance.retention import Purge, RetentionDefaults
 from app.governance.tenants import TenantDirectory, ensure_default_tenant
+from app.governance.window_history import WindowHistory
 from app.observability.tracing import RunTracer
 from app.resources.files import FileLibrary
 from app.resources.mcp import McpServers
@@ -67,7 +69,7 @@ from app.security.log_masking import install_log_masking
 from app.security.stream_tickets import StreamTickets, install_ticket_masking
 from app.storage import Database, current_revision, head_revision
 from app.storage.notify import SCHEDULES, notices_for
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
 from app.storage.schedules import ScheduleStore
 from app.tools.a2a.client import A2AConnector
 from app.tools.a2a.remote import CALL_TIMEOUT_S
@@ -85,13 +87,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     verifier = TokenVerifier.from_settings(settings)
     database = Database(settings.resolved_database_url(), pool_size=settings.database_pool_size)
     tenants = TenantDirectory(database, ttl_s=settings.tenant_cache_s)
-    limits = make_limit_store(settings.redis_url)
+    limits = make_limit_store(settings.redis_url, history=WindowHistory(database))
     # None unless OTEL_EXPORTER_OTLP_ENDPOINT is set: runs then record no spans at all.
     tracer = RunTracer.from_settings(settings, exporter=app.state.span_exporter)
     try:
-        run_log = RunLog(database, notices_for(database))
+        run_stores = RunStores.of(database, notices_for(database))
         runs = RunManager(
-            run_log,
+            run_stores,
             heartbeat_s=settings.runner_heartbeat_s,
             audit_flush_s=settings.audit_flush_s,
             limits=limits,
@@ -102,6 +104,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             approval_timeout_s=settings.approval_timeout_s,
             tracer=tracer,
             max_agent_depth=settings.max_agent_depth,
+            store_outage_s=settings.store_outage_s,
         )
         # A plugin that cannot be loaded stops the start here, named.
         tools = process_tools(settings, app.state.extra_tools)
@@ -143,7 +146,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         )
         webhooks = Webhooks.build(
             database,
-            run_log.notices,
+            run_stores.notices,
             settings,
             keys=vault.keys,
             masker=vault.masker,
@@ -162,7 +165,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             database=database,
             runtime=runtime,
             runs=runs,
-            run_log=run_log,
+            run_stores=run_stores,
             verifier=verifier,
             tenants=tenants,
             toolbox=toolbox,
@@ -176,8 +179,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Runs accepted by another instance, or before a restart, are rebuilt from the store.
         runs.use_loader(functools.partial(load_run, state))
         scheduler = Scheduler(ScheduleStore(database), functools.partial(fire_schedule, state))
-        run_log.notices.listen(SCHEDULES, scheduler.changed)
-        run_log.notices.on_reconnect.append(scheduler.changed)
+        run_stores.notices.listen(SCHEDULES, scheduler.changed)
+        run_stores.notices.on_reconnect.append(scheduler.changed)
         if current:
             if settings.env == "development":
                 await ensure_default_tenant(database)
@@ -235,6 +238,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=app.state.settings.max_body_bytes)
     # Around all of /v1/ (401s and 413s included): problems carry an OpenAI-style `error`.
     app.add_middleware(OpenAIErrorBodies)
+    app.add_middleware(StoreOutages)  # around all that may reach a store
     if app.state.settings.cors_origins:
         # Outside even the body limit: a preflight is answered before anything else.
         app.add_middleware(ListedOrigins, origins=app.state.settings.cors_origins)

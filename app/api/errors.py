@@ -25,9 +25,8 @@ from app.runs.errors import (
 from app.security import AuthenticationFailed
 from app.storage.agents import AgentExists
 from app.storage.erasure import TaskUnfinished
-from app.storage.errors import is_transient
 from app.storage.pagination import InvalidCursor
-from app.storage.run_log import ConversationBusy
+from app.storage.runs import ConversationBusy
 from app.storage.tenants import TenantExists
 
 logger = logging.getLogger(__name__)
@@ -73,6 +72,8 @@ IDEMPOTENCY_KEY_REUSED = ProblemType(
 RATE_LIMITED = ProblemType("rate-limited", "Rate limit reached", 429)
 INTERNAL = ProblemType("internal-error", "Internal server error", 500)
 UNAVAILABLE = ProblemType("service-unavailable", "Service unavailable", 503)
+# When a client may try again after a 503 for an unreachable database.
+RETRY_AFTER_S = 1.0
 
 _BY_STATUS = {
     p.status: p
@@ -326,23 +327,26 @@ def _allowed_methods(request: Request) -> list[str]:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-    if is_transient(exc):
-        logger.warning(
-            "the database was unavailable for %s %s", request.method, request.url.path, exc_info=exc
-        )
-        return problem_response(
-            UNAVAILABLE,
-            "the database is unavailable; try again shortly",
-            headers={"Retry-After": "1"},
-        )
+    # A store that is unavailable is answered before it gets here (app.api.unavailable).
     logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
-    # The server closes the connection after a 500; say so, or the client's next request
-    # on it fails.
+    # Starlette re-raises after this answer and the server then closes the connection: say
+    # so, or the client's next request on it fails.
     return problem_response(
         INTERNAL,
         "an unexpected error occurred; it has been logged",
         headers={"Connection": "close"},
     )
+
+
+def unavailable_response(
+    detail: str, *, retry_after_s: float = RETRY_AFTER_S, close: bool = True
+) -> JSONResponse:
+    """503 `service-unavailable`, to be tried again after `retry_after_s` (with `close`, on a
+    new connection): the answer while a store the request needs is unreachable."""
+    headers = {"Retry-After": retry_after_header(retry_after_s) or "1"}
+    if close:
+        headers["Connection"] = "close"
+    return problem_response(UNAVAILABLE, detail, headers=headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

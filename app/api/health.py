@@ -6,7 +6,7 @@ from pydantic import BaseModel
 from sqlalchemy import text
 
 from app.api.deps import State
-from app.api.errors import UNAVAILABLE, problem_response, problems
+from app.api.errors import UNAVAILABLE, problem_response, problems, unavailable_response
 from app.api.inputs import CheckedRoute
 from app.storage import current_revision, head_revision
 
@@ -38,8 +38,10 @@ async def readyz(state: State) -> JSONResponse:
         async with state.database.read() as connection:
             await connection.execute(text("SELECT 1"))
         revision = await current_revision(state.database)
-    except Exception as exc:
-        return problem_response(UNAVAILABLE, f"the database is unreachable ({type(exc).__name__})")
+    except Exception as exc:  # whatever stops the check, the instance is not ready
+        return unavailable_response(
+            f"not ready: the database is unreachable ({type(exc).__name__})"
+        )
     head = head_revision()
     if revision is None or revision != head:
         return problem_response(

@@ -10,30 +10,32 @@ from fastapi import FastAPI, Request
 
 from app.api.deps import State
 from app.api.errors import NOT_FOUND, ApiError
+from app.api.serving import DrainingServer
 from app.observability.json_logs import uvicorn_log_config
 
 _STARTUP_FAILURE = 3  # uvicorn's own exit status for it
 
 
 def serve(app: FastAPI, *, host: str, port: int, metrics_port: int | None, grace_s: float) -> None:
-    """Serves `app` until SIGINT/SIGTERM; on either, requests and runs get `grace_s` (at least
-    1 s) to finish before the process exits."""
+    """Serves `app` until SIGINT/SIGTERM; on either, the runs drain and requests finish within
+    `grace_s` (see `DrainingServer`) before the process exits."""
     options: dict[str, Any] = {
-        "timeout_graceful_shutdown": max(1, int(grace_s)),
+        "timeout_graceful_shutdown": grace_s,
         "log_level": "info",
         "log_config": uvicorn_log_config(app.state.settings.log_format),
     }
-    if metrics_port is None:
-        uvicorn.run(app, host=host, port=port, **options)
-        return
     config = uvicorn.Config(app, host=host, port=port, **options)
-    # One server on both sockets: a shutdown closes both, and `/metrics` reads this process's
-    # counters whichever socket it arrives on. A second Config only binds the second socket
-    # the way uvicorn binds the first (address family, address reuse, the "running on" line).
-    metrics = uvicorn.Config(app, host=host, port=metrics_port, **options)
-    server = uvicorn.Server(config)
+    server = DrainingServer(config, app, grace_s=grace_s)
+    sockets = None
+    if metrics_port is not None:
+        # One server on both sockets: a shutdown closes both, and `/metrics` reads this
+        # process's counters whichever socket it arrives on. A second Config only binds the
+        # second socket the way uvicorn binds the first (address family, address reuse, the
+        # "running on" line).
+        metrics = uvicorn.Config(app, host=host, port=metrics_port, **options)
+        sockets = [config.bind_socket(), metrics.bind_socket()]
     with contextlib.suppress(KeyboardInterrupt):
-        server.run(sockets=[config.bind_socket(), metrics.bind_socket()])
+        server.run(sockets=sockets)
     if not server.started:
         # As `uvicorn.run` does: a server that never started (its log says why) is a failure.
         sys.exit(_STARTUP_FAILURE)

@@ -1,5 +1,6 @@
-"""The API served by this process on a free port of 127.0.0.1, for as long as a block lasts:
-what `omniforge chat` talks to when no server is named (and what the tests serve)."""
+"""The server of the API: uvicorn, draining the app's runs before it closes connections; and
+the API served by this process on a free port of 127.0.0.1 for as long as a block lasts (what
+`omniforge chat` talks to when no server is named, and what the tests serve)."""
 
 import asyncio
 import socket
@@ -9,6 +10,7 @@ from contextlib import asynccontextmanager
 import uvicorn
 from fastapi import FastAPI
 
+from app.api.state import AppState
 from app.observability.json_logs import uvicorn_log_config
 
 
@@ -16,16 +18,37 @@ class ServerDidNotStart(RuntimeError):
     """uvicorn ended before serving (its log says why)."""
 
 
-class _Server(uvicorn.Server):
-    """uvicorn that says when it is serving, instead of being polled."""
+class DrainingServer(uvicorn.Server):
+    """uvicorn that, on SIGTERM or SIGINT, first stops accepting connections and drains the
+    app's runs (no new call starts; calls under way finish and are stored; runs are handed
+    over; streams end with a hint to reconnect), then lets uvicorn close what is left — all
+    within `grace_s`. Says when it is serving (`ready`), instead of being polled."""
 
-    def __init__(self, config: uvicorn.Config) -> None:
+    def __init__(self, config: uvicorn.Config, app: FastAPI, *, grace_s: float) -> None:
         super().__init__(config)
         self.ready = asyncio.Event()
+        self._app = app
+        self._grace_s = grace_s
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         self.ready.set()
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._grace_s
+        for server in self.servers:
+            server.close()
+        state: AppState | None = getattr(self._app.state, "omniforge", None)
+        if state is not None:
+            await state.runs.drain(self._grace_s)
+        # What is left of the grace is uvicorn's, for requests still under way.
+        self.config.timeout_graceful_shutdown = max(deadline - loop.time(), _REQUESTS_S)  # type: ignore[assignment]
+        await super().shutdown(sockets)
+
+
+# What requests under way get at least after the runs' drain.
+_REQUESTS_S = 0.1
 
 
 @asynccontextmanager
@@ -40,7 +63,7 @@ async def serve_locally(
     sock.bind(("127.0.0.1", 0))
     sock.listen(backlog)
     port = sock.getsockname()[1]
-    server = _Server(
+    server = DrainingServer(
         uvicorn.Config(
             app,
             log_level="warning",
@@ -48,7 +71,9 @@ async def serve_locally(
             lifespan="on",
             timeout_graceful_shutdown=graceful_shutdown_s,
             backlog=backlog,
-        )
+        ),
+        app,
+        grace_s=graceful_shutdown_s or 0,
     )
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     ready = asyncio.create_task(server.ready.wait())

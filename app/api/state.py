@@ -14,7 +14,7 @@ from app.runs import RunManager
 from app.security import TokenVerifier
 from app.security.stream_tickets import StreamTickets
 from app.storage import Database
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +23,7 @@ class AppState:
     database: Database
     runtime: AgentRuntime
     runs: RunManager
-    run_log: RunLog
+    run_stores: RunStores
     verifier: TokenVerifier
     tenants: TenantDirectory
     # Tenants' own tools (MCP servers) and the services tools reach (secrets, files, todos).

@@ -1,20 +1,23 @@
 """Tenant quotas: how fast a tenant may submit, call models and tools, and spend.
 
 Every limit is a sliding window of the shared `LimitStore` (in-process, or Redis when several
-instances serve one deployment). Token and cost windows reserve a call's estimate before it
-runs and settle to its real usage after, atomically, so concurrent runs of a tenant cannot
-together cross a window by more than what estimates under-count; a refused, failed or
-cancelled call gives its reservation back.
+instances serve one deployment), whose truth is the durable record (`window_history`). Token
+and cost windows reserve a call's estimate before it runs and settle to its real usage after,
+atomically, so concurrent runs of a tenant cannot together cross a window by more than what
+estimates under-count; a refused, failed or cancelled call gives its reservation back. A call's
+entries carry its correlation id, the id its cost record keeps, so a window filled again from
+the record never counts a call twice.
 """
 
 import asyncio
+import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -26,6 +29,7 @@ from app.governance.limits import (
     Grant,
     LimitRequest,
     LimitStore,
+    LimitStoreUnavailable,
     Refusal,
     cost_units,
     usd_of_units,
@@ -33,7 +37,22 @@ from app.governance.limits import (
 from app.tools.errors import GuardRejection
 from app.tools.guards import PendingCall
 
+logger = logging.getLogger(__name__)
+
 MINUTE, HOUR, DAY = 60.0, 3_600.0, 86_400.0
+SUBMISSIONS = "submissions"
+"""The window of a scope's submissions is `"{scope}:submissions"`."""
+
+Counts = Literal["calls", "tokens", "cost"]
+LLM_WINDOWS: dict[str, tuple[Counts, float]] = {
+    "llm_calls_per_minute": ("calls", MINUTE),
+    "tokens_per_minute": ("tokens", MINUTE),
+    "tokens_per_hour": ("tokens", HOUR),
+    "cost_per_hour_usd": ("cost", HOUR),
+    "cost_per_day_usd": ("cost", DAY),
+}
+"""The windows LLM calls count against (`"{scope}:{name}"`): what each counts (cost in cost
+units), and its length."""
 _WAIT_MARGIN_S = 0.001
 
 PositiveInt = Annotated[int, Field(gt=0)]
@@ -137,7 +156,7 @@ def submission_request(tenant_id: str, quotas: TenantQuotas) -> LimitRequest | N
     if quotas.submissions_per_minute is None:
         return None
     return LimitRequest(
-        key=f"{tenant_id}:submissions",
+        key=f"{tenant_id}:{SUBMISSIONS}",
         amount=1,
         limit=quotas.submissions_per_minute,
         window_s=MINUTE,
@@ -179,12 +198,20 @@ class QuotaGuard:
         self._releases: set[asyncio.Task[None]] = set()
 
     async def before_call(self, call: PendingCall) -> None:
+        """Reserves the call in its tenant's windows, waiting while they are full. With the
+        windows undecidable (their store and the durable record both unreachable) the call
+        goes ahead uncounted: a running task is never failed for it."""
         requests = await self._requests(call)
         if not requests:
             return
         deadline = self._clock() + self._quotas.max_wait_s
+        grant_id = str(call.context.correlation_id)  # as the call's cost record will know it
         while True:
-            outcome = await self._store.acquire(requests)
+            try:
+                outcome = await self._store.acquire(requests, grant_id=grant_id)
+            except LimitStoreUnavailable as exc:
+                logger.warning("tenant %s's call goes ahead uncounted: %s", self._tenant, exc)
+                return
             if isinstance(outcome, Grant):
                 self._grants[call.call_step.id] = outcome
                 return
@@ -262,74 +289,23 @@ class LLMWindow:
     name: str
     limit: int
     window_s: float
-    counts: Literal["calls", "tokens", "cost"]
+    counts: Counts
 
 
 def llm_windows(quotas: TenantQuotas) -> list[LLMWindow]:
-    windows = [
-        LLMWindow("llm_calls_per_minute", quotas.llm_calls_per_minute, MINUTE, "calls")
-        if quotas.llm_calls_per_minute
-        else None,
-        LLMWindow("tokens_per_minute", quotas.tokens_per_minute, MINUTE, "tokens")
-        if quotas.tokens_per_minute
-        else None,
-        LLMWindow("tokens_per_hour", quotas.tokens_per_hour, HOUR, "tokens")
-        if quotas.tokens_per_hour
-        else None,
-        LLMWindow("cost_per_hour_usd", cost_units(quotas.cost_per_hour_usd), HOUR, "cost")
-        if quotas.cost_per_hour_usd
-        else None,
-        LLMWindow("cost_per_day_usd", cost_units(quotas.cost_per_day_usd), DAY, "cost")
-        if quotas.cost_per_day_usd
-        else None,
+    cost_per_hour, cost_per_day = quotas.cost_per_hour_usd, quotas.cost_per_day_usd
+    limits = {
+        "llm_calls_per_minute": quotas.llm_calls_per_minute,
+        "tokens_per_minute": quotas.tokens_per_minute,
+        "tokens_per_hour": quotas.tokens_per_hour,
+        "cost_per_hour_usd": cost_units(cost_per_hour) if cost_per_hour else None,
+        "cost_per_day_usd": cost_units(cost_per_day) if cost_per_day else None,
+    }
+    return [
+        LLMWindow(name, limit, LLM_WINDOWS[name][1], LLM_WINDOWS[name][0])
+        for name, limit in limits.items()
+        if limit
     ]
-    return [window for window in windows if window is not None]
-
-
-class RecordedCall(Protocol):
-    """A call as cost records keep it."""
-
-    @property
-    def recorded_at(self) -> datetime: ...
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def input_tokens(self) -> int: ...
-    @property
-    def output_tokens(self) -> int: ...
-    @property
-    def cost_usd(self) -> Decimal | None: ...
-
-
-async def remember(
-    store: LimitStore,
-    tenant_id: str,
-    quotas: TenantQuotas,
-    recorded_since: Callable[[datetime], Awaitable[Sequence[RecordedCall]]],
-    known: set[str],
-) -> None:
-    """Fills the tenant's LLM windows that are not in `known` (and adds them there) from the
-    calls recorded within them: a restarted process would otherwise forget, say, the day's
-    spend. One query for all of them; a store that keeps windows itself (Redis) takes none."""
-    if store.durable:
-        return
-    wanted = [w for w in llm_windows(quotas) if f"{tenant_id}:{w.name}" not in known]
-    if not wanted:
-        return
-    since = utc_now() - timedelta(seconds=max(w.window_s for w in wanted))
-    calls = [call for call in await recorded_since(since) if call.model is not None]
-    for window in wanted:
-        entries = [(call.recorded_at.timestamp(), _amount(window, call)) for call in calls]
-        await store.seed(f"{tenant_id}:{window.name}", entries)
-    known.update(f"{tenant_id}:{w.name}" for w in wanted)
-
-
-def _amount(window: LLMWindow, call: RecordedCall) -> int:
-    if window.counts == "calls":
-        return 1
-    if window.counts == "tokens":
-        return call.input_tokens + call.output_tokens
-    return cost_units(call.cost_usd) if call.cost_usd is not None else 0
 
 
 def retry_after_header(seconds: float | None) -> str | None:

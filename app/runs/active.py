@@ -21,7 +21,8 @@ from app.runs.waiters import TaskWaiters
 from app.runs.writer import RunWriter
 from app.security.visibility import ReaderView, StepFacts, VisibilityPolicy
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog
+from app.storage.runs import ApprovalWrites, TaskQueue
+from app.storage.runs.queue import held_by
 from app.tools.models import OutputDelta, ToolDefinition
 from app.tools.recording import CostRecord
 
@@ -36,7 +37,8 @@ class ActiveRuns:
 
     def __init__(
         self,
-        log: RunLog,
+        queue: TaskQueue,
+        approvals: ApprovalWrites,
         writer: RunWriter,
         metrics: RunMetrics,
         waiters: TaskWaiters,
@@ -44,13 +46,17 @@ class ActiveRuns:
         me: str,
         ended: Callable[[], None],
         tracer: RunTracer | None = None,
+        live_here: Callable[[UUID], None] = lambda _: None,
     ) -> None:
-        self._log = log
+        self._queue = queue
+        self._approvals = approvals
         self._writer = writer
         self._metrics = metrics
         self._waiters = waiters
         self._me = me
         self._ended = ended
+        # Told of each run that becomes live here (its followers move to its channel).
+        self._live_here = live_here
         self._tracer = tracer
         self._runs: dict[UUID, LiveRun] = {}
         self._sensitive_fields: frozenset[str] = frozenset()
@@ -133,6 +139,7 @@ class ActiveRuns:
             ),
             audit_levels=self._audit_levels,
         )
+        fence = held_by(task)
         trace = (
             None
             if self._tracer is None
@@ -143,6 +150,7 @@ class ActiveRuns:
             task.tenant_id,
             chain,
             auditor,
+            fence=fence,
             last_seq=task.last_seq,
             trace=trace,
             webhooks=webhooks,
@@ -155,8 +163,9 @@ class ActiveRuns:
             live.parent_task_id = task.parent_task_id
             calls = () if call is None else (call,)
             live.relay = Relay(task.id, chain.id, task.depth, task.parent_step_id, calls)
-        run.store_with(live.stored_through)
+        run.store_with(live.stored_through, self._writer.gate.wait_open)
         self._runs[task.id] = live
+        self._live_here(task.id)
         live.reader = asyncio.create_task(self._record(live), name=f"record-{task.id}")
         return live
 
@@ -216,11 +225,14 @@ class ActiveRuns:
         run suspended for approvals leaves its task waiting, owned by nobody, until they are
         decided."""
         try:
-            await self._writer.record_audit([])  # behind everything queued before it
-            if live.run.suspended:
-                await self._log.suspend(live.task_id, self._me)
+            await self._writer.flushed()  # behind everything queued before it
+            fence = live.recorder.fence
+            if live.lost:
+                pass  # nothing of it is written any more: its task is another run's
+            elif live.run.suspended:
+                await self._approvals.suspend(live.task_id, fence)
             else:
-                await self._log.release([live.task_id], self._me)
+                await self._queue.release(self._me, {live.task_id: fence.epoch})
         except Exception:  # the lease check gives it back once this instance is gone
             logger.warning("handing task %s back to the queue failed", live.task_id, exc_info=True)
         live.channel.close()
@@ -234,17 +246,39 @@ class ActiveRuns:
             live.run.cancel(reason, ErrorCode.INTERRUPTED)
         await wait_stored(lives, grace_s)
 
-    async def release_all(self, grace_s: float) -> None:
-        """Lets each run reach a step boundary within `grace_s` (a call that must not be made
-        twice finishes; others are left to be made again), then releases the rest at once;
-        returns once every hand-over is stored (or a last grace has passed)."""
+    def let_go_all(self, reason: str, why: str) -> None:
+        """Stops every run here at once, writing nothing more of them (this process lost its
+        lease: their tasks are others' to go on with)."""
+        for live in self.all():
+            cut = live.let_go()
+            self._metrics.calls_cut.labels(reason).inc(cut)
+            logger.warning("task %s's run stopped here (%s); calls cut: %d", live.task_id, why, cut)
+
+    async def release_all(self, grace_s: float, *, hand_over_s: float = 0.2) -> None:
+        """Drains: each run starts no further call, lets the calls under way finish and be
+        stored, and hands its task over, within `grace_s` in all; a run still in a call when
+        only `hand_over_s` of it is left is cut there (its calls under way counted, and made
+        again by whoever resumes it). Returns once every hand-over is stored, or the grace
+        is over."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
         lives = self.all()
         for live in lives:
             live.run.release()
-        pending = await wait_stored(lives, grace_s)
+        pending = await wait_stored(lives, max(deadline - loop.time() - hand_over_s, 0.0))
         for live in pending:
+            cut = live.run.calls_under_way
+            if cut:
+                self._metrics.calls_cut.labels("shutdown").inc(cut)
+                logger.warning(
+                    "task %s: %d calls under way cut by the shutdown grace (%g s); they will "
+                    "be made again where its run is resumed",
+                    live.task_id,
+                    cut,
+                    grace_s,
+                )
             live.run.release(now=True)
-        await wait_stored(pending, max(grace_s, 1.0))
+        await wait_stored(pending, max(deadline - loop.time(), 0.1))
 
 
 async def wait_stored(lives: Sequence[LiveRun], timeout_s: float) -> list[LiveRun]:

@@ -2,7 +2,6 @@
 service has, its tenant enabled and its caller may use), whether its tenant's and key's
 windows admit it, and storing it with its chain, in the queue or claimed by this instance."""
 
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -12,8 +11,8 @@ from uuid import UUID
 from app.agents import AgentRuntime
 from app.chain import Budget, BudgetLimit, ChainStatus, ReasoningChain, TaskState
 from app.chain.models import utc_now
-from app.governance.limits import Grant, LimitStore
-from app.governance.quotas import QuotaRefusal, RateLimited, admit_submission, remember
+from app.governance.limits import Grant, LimitStore, LimitStoreUnavailable
+from app.governance.quotas import QuotaRefusal, RateLimited, admit_submission
 from app.runs.agents import BUILTIN_AGENT, ResolvedAgent
 from app.runs.errors import InvalidSubmission, ModelNotApproved, ToolsNotPermitted
 from app.runs.metrics import RunMetrics
@@ -21,7 +20,7 @@ from app.runs.models import Attachment, ChildColumns, Origin, RunPolicy, TaskSub
 from app.security import Principal
 from app.storage.idempotency import KeyClaim
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog, TooManyUnfinished
+from app.storage.runs import Fence, TaskQueue, TooManyUnfinished
 from app.storage.text import dump_model
 from app.storage.types import RawJSON
 from app.tools.builtin.llm import LLM_TOOL_NAME
@@ -49,17 +48,15 @@ class Admission:
 
     def __init__(
         self,
-        log: RunLog,
+        queue: TaskQueue,
         limits: LimitStore,
         metrics: RunMetrics,
         runtime: Callable[[], AgentRuntime],
     ) -> None:
-        self._log = log
+        self._queue = queue
         self._limits = limits
         self._metrics = metrics
         self._runtime = runtime
-        # Tenant windows already filled from the calls recorded before this process held them.
-        self._remembered: set[str] = set()
 
     def validate(
         self,
@@ -145,7 +142,9 @@ class Admission:
 
     async def admit(self, tenant_id: str, policy: RunPolicy) -> list[Grant]:
         """Counts a submission in its tenant's (and its key's) submission window; refuses it
-        (`RateLimited`) over either. Returns what to give back should the task not be stored."""
+        (`RateLimited`) over either, or when the windows cannot be decided now
+        (`LimitStoreUnavailable`: their store and the database both unreachable). Returns what
+        to give back should the task not be stored."""
         grants: list[Grant] = []
         scopes = [(tenant_id, policy.quotas)]
         if policy.key_quotas is not None and policy.key_scope is not None:
@@ -153,34 +152,19 @@ class Admission:
         for scope, quotas in scopes:
             try:
                 grant = await admit_submission(self._limits, scope, quotas)
-            except RateLimited as exc:
-                self._metrics.submission_refused(tenant_id, exc.refusal.limit)
+            except (RateLimited, LimitStoreUnavailable) as exc:
+                if isinstance(exc, RateLimited):
+                    self._metrics.submission_refused(tenant_id, exc.refusal.limit)
                 await self.give_back(grants)
                 raise
             if grant is not None:
                 grants.append(grant)
-        if policy.quotas.limits_runs:
-            await self._remember(tenant_id, policy)
         return grants
 
     async def give_back(self, grants: Sequence[Grant]) -> None:
         """A task that was not accepted does not count."""
         for grant in grants:
             await self._limits.release(grant)
-
-    async def _remember(self, tenant_id: str, policy: RunPolicy) -> None:
-        """Before this process first enforces a tenant's window: what the tenant's calls
-        recorded within it used (so a restart does not forget the day's spend)."""
-        try:
-            await remember(
-                self._limits,
-                tenant_id,
-                policy.quotas,
-                functools.partial(self._log.recent_calls, tenant_id),
-                self._remembered,
-            )
-        except Exception:  # the windows then start from this process's calls; tried again
-            logger.warning("reading tenant %s's recent calls failed", tenant_id, exc_info=True)
 
     async def store(
         self,
@@ -198,13 +182,15 @@ class Admission:
         origin: Origin | None = None,
         family: ChildColumns | None = None,
         budget: Budget | None = None,
+        parent: tuple[UUID, Fence] | None = None,
     ) -> TaskRecord:
         """Stores the task and its chain, in the queue or claimed by `owner`; refuses it over
         its tenant's concurrent runs, or while its conversation has a turn running. With
         `idempotency` its key is claimed with it (`KeyTaken` when another task has it);
         `schedule_id` tags a schedule's firing. A sub-agent's task (`family`) has exactly the
         `budget` carved for it and does not count against its tenant's concurrent runs (its
-        family's first task does)."""
+        family's first task does), and is stored only while its parent's run holds the
+        parent's task (`parent`: the task and the run's fence; `TaskLost` otherwise)."""
         now = utc_now()
         quotas = policy.quotas
         spec = agent.definition
@@ -233,6 +219,8 @@ class Admission:
             "budget": None if chain.budget is None else chain.budget.model_dump(mode="json"),
             "last_seq": 0,
             "runner_id": owner,
+            # Claimed as it is stored: its run's first claim.
+            "owner_epoch": 0 if owner is None else 1,
             "agent_name": agent.name,
             "agent_version": agent.version,
             "conversation_id": None if turn is None else turn.conversation_id,
@@ -256,12 +244,13 @@ class Admission:
             **({} if family is None else {"parent_chain_id": family.parent_chain_id}),
         }
         try:
-            await self._log.create(
+            await self._queue.create(
                 task,
                 chain_row,
                 max_unfinished=quotas.concurrent_runs if family is None else None,
                 after_turns=None if turn is None else turn.turns,
                 idempotency=idempotency,
+                parent=parent,
             )
         except TooManyUnfinished as exc:
             self._metrics.submission_refused(principal.tenant_id, "concurrent_runs")

@@ -17,7 +17,7 @@ from app.runs.agents import ResolvedAgent
 from app.runs.models import RunPolicy
 from app.storage.approvals import PENDING, ApprovalRecord
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog
+from app.storage.runs import ApprovalWrites, Fence
 from app.tools.approvals import (
     ApprovalGate,
     ApprovalStatus,
@@ -30,8 +30,9 @@ logger = logging.getLogger(__name__)
 
 
 def approval_gate(
-    log: RunLog,
+    store: ApprovalWrites,
     task: TaskRecord,
+    fence: Fence,
     agent: ResolvedAgent,
     policy: RunPolicy,
     decisions: Sequence[ApprovalRecord],
@@ -50,10 +51,10 @@ def approval_gate(
             approval_row(task, call, held, submitter_decides=submitter_decides, at=now)
             for call in pending
         ]
-        await log.ask(rows)
+        await store.ask(task.id, fence, rows)
 
     async def consume(approval_ids: Sequence[UUID]) -> None:
-        await log.consume(approval_ids, utc_now())
+        await store.consume(approval_ids, utc_now())
 
     return ApprovalGate(
         rules=rules,
@@ -126,8 +127,8 @@ class ApprovalTimeouts:
     until calls began to wait anywhere (`asked`, on a notice); any instance may deny a call,
     once."""
 
-    def __init__(self, log: RunLog, *, retry_s: float) -> None:
-        self._log = log
+    def __init__(self, store: ApprovalWrites, *, retry_s: float) -> None:
+        self._store = store
         self._retry_s = retry_s
         self._asked = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -148,14 +149,14 @@ class ApprovalTimeouts:
         while True:
             self._asked.clear()
             try:
-                next_at = await self._log.next_expiry()
+                next_at = await self._store.next_expiry()
                 wait_s = None if next_at is None else (next_at - utc_now()).total_seconds()
                 if wait_s is None or wait_s > 0:
                     with contextlib.suppress(TimeoutError):
                         async with asyncio.timeout(wait_s):
                             await self._asked.wait()
                     continue
-                for tenant_id, task_id, approval_id, timeout_s in await self._log.due(utc_now()):
+                for tenant_id, task_id, approval_id, timeout_s in await self._store.due(utc_now()):
                     await self._expire(tenant_id, task_id, approval_id, timeout_s)
             except Exception:
                 logger.warning("denying timed-out approvals failed; retrying", exc_info=True)
@@ -173,7 +174,7 @@ class ApprovalTimeouts:
             details={"task_id": str(task_id), "timeout_s": timeout_s},
             at=now,
         )
-        await self._log.decide(
+        await self._store.decide(
             tenant_id,
             task_id,
             approval_id,

@@ -16,6 +16,11 @@ class Background:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def cancel_now(self) -> None:
+        """Cancels what is still going, without waiting for it to stop."""
+        for task in list(self._tasks):
+            task.cancel()
+
     async def cancel(self, timeout_s: float = 1.0) -> None:
         """Cancels what is still going and waits up to `timeout_s` for it to stop."""
         tasks = list(self._tasks)

@@ -44,7 +44,8 @@ from app.runs.recorder import facts_of
 from app.runs.starter import RunStart, RunStarter
 from app.runs.waiters import TaskWaiters
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog
+from app.storage.runs import TaskQueue
+from app.storage.runs.queue import held_by
 from app.tools.errors import ToolError
 from app.tools.models import ChildRun
 from app.tools.subagents import SubAgentAnswer, SubAgentCall, SubAgentTool, sub_agent_ref
@@ -60,7 +61,7 @@ class ChildRuns:
 
     def __init__(
         self,
-        log: RunLog,
+        queue: TaskQueue,
         admission: Admission,
         active: ActiveRuns,
         waiters: TaskWaiters,
@@ -69,7 +70,7 @@ class ChildRuns:
         me: str,
         max_depth: int = DEFAULT_MAX_DEPTH,
     ) -> None:
-        self.log = log
+        self.queue = queue
         self.admission = admission
         self.active = active
         self.waiters = waiters
@@ -98,7 +99,7 @@ class ChildRuns:
         path = (*(start.family.path if start.family else ()), start.agent.name)
         delegation = RunDelegation(self, starter, task, chain, start, path)
         tools = []
-        async with self.log.database.read() as connection:
+        async with self.queue.database.read() as connection:
             for entry in entries:
                 ref = sub_agent_ref(entry)
                 name = ref.partition("@")[0]
@@ -165,7 +166,7 @@ class RunDelegation:
         children = self._children
         # The same call of a resumed parent names the same child.
         child_id = uuid5(self._chain.id, str(call.context.correlation_id))
-        child = await children.log.task(child_id) if self._resumed else None
+        child = await children.queue.task(child_id) if self._resumed else None
         if child is None:
             child = await self._start_child(call, child_id)
         call.context.started.append(ChildRun(task_id=child.id, chain_id=child.chain_id))
@@ -196,7 +197,7 @@ class RunDelegation:
         agent = self.agents.get(call.agent)
         if agent is None:
             try:
-                async with children.log.database.read() as connection:
+                async with children.queue.database.read() as connection:
                     agent = await resolve_agent(connection, parent.tenant_id, call.agent)
             except (UnknownAgent, AgentArchived) as exc:
                 raise ToolError(str(exc), error_code=ErrorCode.NOT_FOUND) from exc
@@ -227,6 +228,7 @@ class RunDelegation:
                 owner=children.me,
                 family=columns,
                 budget=budget,
+                parent=(parent.id, held_by(parent)),
             )
         except BaseException:
             self._starter.forget(child_id)
@@ -276,7 +278,7 @@ class RunDelegation:
                     ended = live.recorder.outcome
                     if ended is not None and not live.broken:
                         return child.model_copy(update=ended)  # as just stored
-                current = await children.log.task(child.id)
+                current = await children.queue.task(child.id)
                 if current is None:
                     raise ToolError(
                         f"the sub-agent's task {child.id} is gone", error_code=ErrorCode.NOT_FOUND
@@ -284,7 +286,7 @@ class RunDelegation:
                 if current.is_finished:
                     return current
                 if current.runner_id is None and current.status in _STARTABLE:
-                    claimed = await children.log.claim_child(child.id, children.me)
+                    claimed = await children.queue.claim_child(child.id, children.me)
                     if claimed is not None:
                         await self._resume(claimed)
                         continue
@@ -305,7 +307,7 @@ class RunDelegation:
         if live is not None and live.run.released:
             return
         try:
-            child = await children.log.task(child_id)
+            child = await children.queue.task(child_id)
             if child is not None and not child.is_finished:
                 await children.cancel(child, "its parent task was cancelled")
         except Exception:

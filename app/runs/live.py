@@ -3,7 +3,6 @@
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 from uuid import UUID
 
 from app.agents import AgentRun
@@ -13,10 +12,14 @@ from app.runs.channel import LiveDelta, Relay, RunChannel
 from app.runs.metrics import RunLabels
 from app.runs.recorder import RunRecorder
 from app.security.visibility import StepFacts
+from app.storage.runs import RunWrite
+from app.storage.runs.rows import CostRow
 from app.storage.text import dump_model
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.models import OutputDelta
 from app.tools.recording import CostRecord
+
+_RESULT = StepType.TOOL_RESULT.value
 
 # A delta is shown as the `tool_call` step of its LLM call is: these are that step's facts.
 _LLM_CALL_FACTS = {
@@ -41,12 +44,35 @@ class LiveRun:
     stored: asyncio.Event = field(default_factory=asyncio.Event)
     # Its events can no longer be stored: nothing more of it is queued or written.
     broken: bool = False
+    # Let go without an end: its task is another run's to go on with (this one's lease or
+    # fence was lost, or the store stayed unavailable too long); nothing of it is written.
+    lost: bool = False
+    # Results of its calls that are stored (published).
+    results_stored: int = 0
     # Cost rows of its batches that could not be stored, kept for the write that ends it.
-    lost_costs: list[dict[str, Any]] = field(default_factory=list)
+    lost_costs: list[CostRow] = field(default_factory=list)
     # A sub-agent's run: its parent's task, and what marks its events in its ancestors'
     # streams.
     parent_task_id: UUID | None = None
     relay: Relay | None = None
+
+    def published(self, write: RunWrite) -> None:
+        """A batch of it is stored."""
+        self.results_stored += sum(1 for step in write.steps if step["type"] == _RESULT)
+
+    def let_go(self) -> int:
+        """Stops the run at once, writing nothing more of it (its task is left as stored,
+        for another run of it to go on from): no further call starts, and its followers read
+        on from the store. Returns how many of its calls are cut (under way, or made without
+        their results stored): the next run of its task makes them again."""
+        if self.lost:
+            return 0
+        self.lost = self.broken = True
+        cut = self.run.calls_under_way + self.run.results_made - self.results_stored
+        self.run.release(now=True)
+        self.channel.close()
+        self.stored.set()
+        return cut
 
     @property
     def stored_seq(self) -> int:

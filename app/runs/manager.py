@@ -37,9 +37,11 @@ from app.runs.background import Background
 from app.runs.channel import RunChannel
 from app.runs.children import DEFAULT_MAX_DEPTH, ChildRuns
 from app.runs.conversations import ConversationHistories
+from app.runs.feeds import StoredFeeds
 from app.runs.leases import LeaseKeeper
 from app.runs.metrics import RunMetrics
 from app.runs.models import Attachment, Origin, RunPolicy, TaskSubmission
+from app.runs.outage import StoreGate
 from app.runs.queue import RunQueue
 from app.runs.starter import RunLoader, RunStart, RunStarter
 from app.runs.waiters import TaskWaiters
@@ -48,10 +50,14 @@ from app.security import Principal
 from app.storage.idempotency import KeyClaim
 from app.storage.notify import APPROVALS, CANCEL, EVENTS, QUEUE
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
 from app.tools.recording import CostRecord
 
 logger = logging.getLogger(__name__)
+
+CANCEL_WAIT_S = 1.5
+"""How long a cancel waits for the run's end to be stored before it answers that it is asked
+(the run's instance may be stopping or gone: whoever runs the task next ends it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +79,7 @@ class RunManager:
 
     def __init__(
         self,
-        log: RunLog,
+        stores: RunStores,
         *,
         heartbeat_s: float = 10.0,
         audit_flush_s: float = 0.2,
@@ -86,32 +92,52 @@ class RunManager:
         approval_timeout_s: float = 86_400.0,
         tracer: RunTracer | None = None,
         max_agent_depth: int = DEFAULT_MAX_DEPTH,
+        store_outage_s: float = 300.0,
     ) -> None:
-        self._log = log
+        self._stores = stores
         # Tenants' windows (submissions, calls, tokens, cost), shared by every instance when
         # the store is.
         self.limits: LimitStore = limits or InProcessLimitStore()
         self.metrics = metrics or RunMetrics()
+        # Whether the store takes writes: runs pause their calls while it does not.
+        self.gate = StoreGate()
         # Conversations' histories, kept from turn to turn.
         self.histories = ConversationHistories()
         self._waiters = TaskWaiters()
-        self._writer = RunWriter(log, self.metrics, audit_flush_s=audit_flush_s)
-        self.leases = LeaseKeeper(log, heartbeat_s=heartbeat_s, holds=self._holds)
+        self._writer = RunWriter(
+            stores.writes,
+            self.metrics,
+            self.gate,
+            audit_flush_s=audit_flush_s,
+            outage_s=store_outage_s,
+        )
+        self.leases = LeaseKeeper(
+            stores.runners,
+            stores.queue,
+            heartbeat_s=heartbeat_s,
+            holds=self._holds,
+            lost=self._lease_lost,
+            gate=self.gate,
+        )
         me = self.leases.runner_id
         self._runtime: AgentRuntime | None = None
-        self._admission = Admission(log, self.limits, self.metrics, lambda: self.runtime)
+        # Streams of runs another instance runs, read once for all their subscribers here.
+        self.feeds = StoredFeeds(stores.streams, stores.queue, self.gate)
+        self._admission = Admission(stores.queue, self.limits, self.metrics, lambda: self.runtime)
         self._active = ActiveRuns(
-            log,
+            stores.queue,
+            stores.approvals,
             self._writer,
             self.metrics,
             self._waiters,
             me=me,
             ended=self._run_ended,
             tracer=tracer,
+            live_here=self.feeds.live_here,
         )
         # Sub-agents' tasks run where their parents do; cancelling one goes the usual way.
         self._children = ChildRuns(
-            log,
+            stores.queue,
             self._admission,
             self._active,
             self._waiters,
@@ -120,7 +146,7 @@ class RunManager:
             max_depth=max_agent_depth,
         )
         self._starter = RunStarter(
-            log,
+            stores,
             self.limits,
             self._active,
             lambda: self.runtime,
@@ -129,25 +155,35 @@ class RunManager:
             max_resumes=max_resumes,
             approval_timeout_s=approval_timeout_s,
             sub_agent_tools=self._children.tools,
+            retry_later=lambda delay_s: self._queue.held_back(delay_s),
         )
         self._queue = RunQueue(
-            log,
+            stores.queue,
             me=me,
             max_runs=max_runs,
             running=self._active.__len__,
             launch=self._starter.launch,
+            gate=self.gate,
         )
-        self._timeouts = ApprovalTimeouts(log, retry_s=heartbeat_s)
+        self._timeouts = ApprovalTimeouts(stores.approvals, retry_s=heartbeat_s)
         # Submissions stored and started at once; the rest wait their turn, in arrival order.
         self._submitting = asyncio.Semaphore(max_submissions)
         self._background = Background()
+        # Set when this process begins to drain: streams end (their clients reconnect to
+        # another instance) and nothing new starts here.
+        self.draining = asyncio.Event()
         self.metrics.count_active_runs(self._active.__len__)
-        notices = log.notices
+        notices = stores.notices
         notices.listen(QUEUE, self._queued)
         notices.listen(EVENTS, self._waiters.stored)
+        notices.listen(EVENTS, self.feeds.stored)
         notices.listen(CANCEL, self._cancel_requested)
         notices.listen(APPROVALS, lambda _: self._timeouts.asked())
         notices.on_reconnect.append(self._missed_notices)
+        notices.on_reconnect.append(self.feeds.missed)
+        # The database went away under this process: runs pause their calls at once, before a
+        # write finds out.
+        notices.on_lost.append(self.gate.failed)
 
     def _queued(self, _: str) -> None:
         """A `QUEUE` notice: tasks wait to be claimed (a sub-agent's by its parent's call)."""
@@ -170,7 +206,7 @@ class RunManager:
         """Registers this process as a runner, takes back the runs of runners that are gone,
         starts claiming from the queue, and keeps the lease renewed (each renewal also gives
         back to the queue the runs of runners whose lease lapsed)."""
-        await self._log.notices.start()
+        await self._stores.notices.start()
         await self.leases.start()
         self._queue.start()
         self._timeouts.start()
@@ -320,44 +356,49 @@ class RunManager:
     async def cancel(self, task: TaskRecord, reason: str) -> bool | None:
         """Stops the task's run and returns once its end is stored: True when it ended
         `cancelled`, False when it reached another end first (the cancel lost the race), None
-        when its owner has not ended it within `lease_s` (the cancel stays asked: whoever
-        runs it next ends it). A queued task is ended without ever starting; a run another
-        instance owns is stopped by that instance, which a notice tells."""
+        when it has not ended within `CANCEL_WAIT_S` (its instance is stopping, unreachable or
+        gone, or the store is unavailable): the cancel stays asked, and whoever runs the task
+        next ends it without running it. A queued task is ended without ever starting; a run
+        another instance holds is stopped by that instance, which a notice tells."""
+        try:
+            async with asyncio.timeout(CANCEL_WAIT_S):
+                return await self._cancel(task, reason)
+        except TimeoutError:
+            return None
+
+    async def _cancel(self, task: TaskRecord, reason: str) -> bool | None:
         live = self._active.get(task.id)
         if live is not None:
             live.run.cancel(reason)
             await live.stored.wait()
             if live.run.released:  # released as the cancel came: cancel it in the queue
-                return await self.cancel(task, reason)
+                return await self._cancel(task, reason)
             return live.recorder.final_state is TaskState.CANCELLED
         ended = await self._cancel_queued(task.id, reason)
         if ended is not None:
             return ended
+        queue = self._stores.queue
         with self._waiters.watch(task.id) as stored:
-            asked = await self._log.request_cancel(task.id, reason)
+            asked = await queue.request_cancel(task.id, reason)
             if asked is None:
                 return False
-            try:
-                async with asyncio.timeout(self.lease_s):
-                    while True:
-                        stored.clear()
-                        current = await self._log.task(task.id)
-                        if current is None:
-                            return False
-                        if current.is_finished:
-                            return current.status is TaskState.CANCELLED
-                        if current.runner_id is None:  # back in the queue meanwhile
-                            ended = await self._cancel_queued(task.id, reason)
-                            if ended is not None:
-                                return ended
-                        await stored.wait()
-            except TimeoutError:
-                return None
+            while True:
+                stored.clear()
+                current = await queue.task(task.id)
+                if current is None:
+                    return False
+                if current.is_finished:
+                    return current.status is TaskState.CANCELLED
+                if current.runner_id is None:  # back in the queue meanwhile
+                    ended = await self._cancel_queued(task.id, reason)
+                    if ended is not None:
+                        return ended
+                await stored.wait()
 
     async def _cancel_queued(self, task_id: UUID, reason: str) -> bool | None:
         """Ends the task without running it if it waits in the queue (claimed to end it):
         whether it ended `cancelled`; None when it was not waiting."""
-        queued = await self._log.claim_task(task_id, self.runner_id)
+        queued = await self._stores.queue.claim_task(task_id, self.runner_id)
         if queued is None:
             return None
         self._starter.forget(task_id)
@@ -385,7 +426,7 @@ class RunManager:
 
     async def _cancel_if_asked(self, task_id: UUID) -> None:
         """Stops a run of this instance whose cancel is asked in the store."""
-        task = await self._log.task(task_id)
+        task = await self._stores.queue.task(task_id)
         live = self._active.get(task_id)
         if task is not None and task.cancel_reason is not None and live is not None:
             live.run.cancel(task.cancel_reason)
@@ -405,16 +446,32 @@ class RunManager:
         is `stop`, which hands runs over)."""
         await self._active.end_all("the server shut down", grace_s)
 
-    async def stop(self, grace_s: float) -> None:
-        """Drains: claims nothing more, lets each run reach a step boundary within `grace_s`
-        (a call that must not be made twice finishes; others are left to be made again),
-        gives their tasks back to the queue for another instance to resume at once, then
-        gives up the lease."""
+    def _lease_lost(self) -> None:
+        """This runner's lease was given up by another (it was judged lapsed): every run here
+        stops at once, writing nothing more, and what was being started is dropped; their
+        tasks are back in the queue for whoever claims them."""
+        self._active.let_go_all("lost", "this instance lost its lease")
+        self._queue.drop_starting()
+
+    async def drain(self, grace_s: float) -> None:
+        """Begins a shutdown: claims nothing more, lets each run's calls under way finish and
+        be stored (none starts after this), and hands the runs over to the queue for another
+        instance to resume at once — all within `grace_s`; a call still under way past it is
+        cut (counted), and made again where its run is resumed. Streams of this process then
+        end, for their clients to reconnect elsewhere. Idempotent."""
+        if self.draining.is_set():
+            return
+        self.draining.set()
         await self._queue.stop()
-        await self.leases.stop_renewing()
         await self._timeouts.stop()
         await self._active.release_all(grace_s)
+
+    async def stop(self, grace_s: float) -> None:
+        """Drains (see `drain`), then gives up the lease."""
+        await self.drain(grace_s)
+        await self.leases.stop_renewing()
         await self._background.cancel()
         await self._writer.close()
+        await self.feeds.aclose()
         await self.leases.give_up()
-        await self._log.notices.aclose()
+        await self._stores.notices.aclose()

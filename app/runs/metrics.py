@@ -107,6 +107,15 @@ class RunMetrics:
             "error)",
             registry=registry,
         )
+        self.calls_cut = Counter(
+            "omniforge_calls_cut",
+            "Calls (model and tool) whose results a run of this process could not store, so "
+            "that the next run of their task makes them again: cut by the shutdown grace "
+            "(`shutdown`), a store outage past its limit (`outage`), or a run that lost its task "
+            "to another instance (`lost`)",
+            ["reason"],
+            registry=registry,
+        )
         self.active_runs = Gauge(
             "omniforge_active_runs", "Runs live in this process", registry=registry
         )

@@ -9,8 +9,10 @@ from collections.abc import Awaitable, Callable
 from uuid import UUID
 
 from app.runs.background import Background
+from app.runs.outage import StoreGate
+from app.storage.errors import is_transient
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog
+from app.storage.runs import TaskQueue
 
 logger = logging.getLogger(__name__)
 
@@ -21,20 +23,23 @@ class RunQueue:
 
     def __init__(
         self,
-        log: RunLog,
+        store: TaskQueue,
         *,
         me: str,
         max_runs: int,
         running: Callable[[], int],
         launch: Callable[[TaskRecord], Awaitable[None]],
+        gate: StoreGate | None = None,
     ) -> None:
-        self._log = log
+        self._store = store
         self._me = me
         self.max_runs = max_runs
         self._running = running
         self._launch = launch
-        # Claimed tasks whose runs are being started (or that are being given back).
-        self._starting: set[UUID] = set()
+        self._gate = gate or StoreGate()
+        # Claimed tasks whose runs are being started (or that are being given back), with
+        # the epochs of their claims.
+        self._starting: dict[UUID, int] = {}
         # Whether the queue may hold tasks: set by every notice of one queued, cleared when a
         # claim finds fewer than it asked for and no notice came meanwhile. Room freed here
         # claims only then (a run's end costs no query while nothing waits).
@@ -77,14 +82,25 @@ class RunQueue:
 
     def reserve(self, task_id: UUID) -> bool:
         """Takes room for a task this instance is about to store as its own (claimed as it
-        is stored, started at once); False when there is none (it waits in the queue)."""
+        is stored, at epoch 1, started at once); False when there is none (it waits in the
+        queue)."""
         if self._draining or self.room() <= 0:
             return False
-        self._starting.add(task_id)
+        self._starting[task_id] = 1
         return True
 
     def unreserve(self, task_id: UUID) -> None:
-        self._starting.discard(task_id)
+        self._starting.pop(task_id, None)
+
+    def drop_starting(self) -> None:
+        """The runner lost its lease: the runs being started here are not started (their
+        tasks are back in the queue)."""
+        self._background.cancel_now()
+
+    def held_back(self, delay_s: float) -> None:
+        """A task was given back to be claimed no sooner than `delay_s` from now: claim again
+        then (no notice will say so)."""
+        asyncio.get_running_loop().call_later(delay_s, self.queued)
 
     async def start_reserved(self, task: TaskRecord) -> None:
         """Starts a task stored as claimed by this instance (`reserve`). Stopped before its
@@ -92,10 +108,10 @@ class RunQueue:
         try:
             await self._launch(task)
         except asyncio.CancelledError:
-            await self._give_back([task.id])
+            await self._give_back({task.id: task.owner_epoch})
             raise
         finally:
-            self._starting.discard(task.id)
+            self._starting.pop(task.id, None)
 
     async def _claim_loop(self) -> None:
         while True:
@@ -108,10 +124,16 @@ class RunQueue:
                 continue
             notices = self._notices
             try:
-                claimed = await self._log.claim(self._me, room)
-            except Exception:
-                logger.warning("claiming queued tasks failed; trying again", exc_info=True)
-                await asyncio.sleep(1.0)
+                claimed = await self._store.claim(self._me, room)
+            except Exception as exc:
+                if is_transient(exc):
+                    # Tried again once the store takes writes (the lease keeper finds out).
+                    logger.warning("claiming queued tasks failed (%s); waiting for the store", exc)
+                    self._gate.failed()
+                    await self._gate.wait_open()
+                else:
+                    logger.exception("claiming queued tasks failed; trying again")
+                    await asyncio.sleep(1.0)
                 self._wake.set()
                 continue
             if len(claimed) < room and self._notices == notices:
@@ -121,19 +143,20 @@ class RunQueue:
             fits = max(self.room(), 0)
             claimed, extra = claimed[:fits], claimed[fits:]
             for task in claimed:
-                self._starting.add(task.id)
+                self._starting[task.id] = task.owner_epoch
                 self._background.spawn(self.start_reserved(task), f"launch-{task.id}")
             if extra:
-                back = [task.id for task in extra]
+                back = {task.id: task.owner_epoch for task in extra}
                 self._starting.update(back)  # this instance's until they are back in the queue
                 self._background.spawn(self._give_back(back), "give-back")
             if len(claimed) == room:
                 self._wake.set()  # there may be more
 
-    async def _give_back(self, task_ids: list[UUID]) -> None:
+    async def _give_back(self, held: dict[UUID, int]) -> None:
         try:
-            await self._log.release(task_ids, self._me, resumed=False)
+            await self._store.release(self._me, held, resumed=False)
         except Exception:  # the lease check gives them back
             logger.warning("giving claimed tasks back to the queue failed", exc_info=True)
         finally:
-            self._starting.difference_update(task_ids)
+            for task_id in held:
+                self._starting.pop(task_id, None)

@@ -36,7 +36,8 @@ from app.runs.audit import ToolAuditor
 from app.runs.channel import Relay, StepParts, StreamEvent
 from app.security.visibility import StepFacts
 from app.storage.records import RELAYED, StoredEvent, StoredRelay, StoredStep
-from app.storage.run_log import RunWrite
+from app.storage.runs import Fence, RunWrite
+from app.storage.runs.rows import AuditRow, CostRow, EventRow, StepRow
 from app.storage.text import dump_model, storable
 from app.storage.types import RawJSON
 from app.tools.recording import CostRecord
@@ -196,9 +197,7 @@ def closing_events(
     ]
 
 
-def event_row(
-    task_id: UUID, tenant_id: str, seq: int, event_type: str, data: str
-) -> dict[str, Any]:
+def event_row(task_id: UUID, tenant_id: str, seq: int, event_type: str, data: str) -> EventRow:
     """A `task_events` row of a stored (non-step) event."""
     return {
         "task_id": task_id,
@@ -220,6 +219,7 @@ class RunRecorder:
         chain: ReasoningChain,
         auditor: ToolAuditor,
         *,
+        fence: Fence,
         last_seq: int = 0,
         trace: RunTrace | None = None,
         webhooks: RunWebhooks | None = None,
@@ -228,6 +228,8 @@ class RunRecorder:
         self.task_id = task_id
         self.tenant_id = tenant_id
         self.chain = chain
+        # The run's hold on its task: every write it makes is conditional on it.
+        self.fence = fence
         # A resumed run numbers on from its task's last stored event.
         self.last_seq = last_seq
         self._auditor = auditor
@@ -248,7 +250,7 @@ class RunRecorder:
     def record(
         self, batch: list[RunEvent], costs: list[CostRecord]
     ) -> tuple[RunWrite, list[StreamEvent]]:
-        write = RunWrite(self.task_id, self.chain.id, self.last_seq)
+        write = RunWrite(self.task_id, self.chain.id, self.fence, self.last_seq, self.last_seq)
         published: list[StreamEvent] = []
         latest_metrics: str | None = None
         relays = False
@@ -271,7 +273,7 @@ class RunRecorder:
                 write.steps.append(self._step_row(seq, event, step_json, latest_metrics, facts))
                 audit = self._auditor.observe(event.step, step_json, facts, event.timestamp)
                 if audit is not None:
-                    write.audits.append({**audit, "tenant_id": self.tenant_id})
+                    write.audits.append(cast(AuditRow, {**audit, "tenant_id": self.tenant_id}))
                 parts = StepParts(
                     self.task_id, self.chain.id, event.timestamp, step_json, latest_metrics, facts
                 )
@@ -302,7 +304,7 @@ class RunRecorder:
         return write, published
 
     def end(
-        self, stored_seq: int, *, error_code: ErrorCode, message: str, costs: list[dict[str, Any]]
+        self, stored_seq: int, *, error_code: ErrorCode, message: str, costs: list[CostRow]
     ) -> tuple[RunWrite, list[StreamEvent], list[ChainEvent]]:
         """The write that ends this run `failed` here and now, for a reason outside its agent
         (its events could not be stored): its closing events numbered right after the last
@@ -318,7 +320,9 @@ class RunRecorder:
             metrics=self.chain.metrics,
             at=now,
         )
-        write = RunWrite(self.task_id, self.chain.id, stored_seq, costs=costs)
+        write = RunWrite(
+            self.task_id, self.chain.id, self.fence, stored_seq, stored_seq, costs=costs
+        )
         self.final_state = TaskState.FAILED
         published: list[StreamEvent] = []
         self.last_seq = stored_seq
@@ -415,7 +419,7 @@ class RunRecorder:
         step_json: str,
         metrics_json: str,
         facts: StepFacts,
-    ) -> dict[str, Any]:
+    ) -> StepRow:
         step = event.step
         return {
             "chain_id": self.chain.id,
@@ -432,7 +436,7 @@ class RunRecorder:
             "metrics": RawJSON(metrics_json),
         }
 
-    def _cost_row(self, record: CostRecord) -> dict[str, Any]:
+    def _cost_row(self, record: CostRecord) -> CostRow:
         return {
             "tenant_id": record.tenant_id or self.tenant_id,
             "user_id": record.user_id,

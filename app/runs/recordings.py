@@ -4,23 +4,23 @@ from uuid import UUID, uuid5
 
 from app.chain import ReasoningStep
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
 
 
 class RecordingGone(Exception):
     """The task a replay or a fork takes its steps from no longer exists (erased, purged)."""
 
 
-async def recording_of(log: RunLog, task: TaskRecord) -> list[ReasoningStep] | None:
+async def recording_of(stores: RunStores, task: TaskRecord) -> list[ReasoningStep] | None:
     """The steps a replay (all of them) or a fork (up to its `fork_step`) of another task
     takes from it, as steps of `task`'s chain; None for any other task."""
     source_id = task.replayed_from or task.forked_from
     if source_id is None:
         return None
-    source = await log.task(source_id)
+    source = await stores.queue.task(source_id)
     if source is None or source.tenant_id != task.tenant_id:
         raise RecordingGone(f"the task it takes its steps from ({source_id}) is gone")
-    stored = await log.chain_steps(source.chain_id)
+    stored = await stores.streams.chain_steps(source.chain_id)
     if task.fork_step is not None:
         stored = stored[: task.fork_step]
     return copied([ReasoningStep.model_validate_json(step) for step in stored], task.chain_id)

@@ -4,7 +4,6 @@ the instance that accepted it has at hand; any other rebuilds it from the stored
 whose cancel was asked, or whose run cannot go on, is ended instead, with the closing events
 its stream never got."""
 
-import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -30,8 +29,10 @@ from app.runs.recorder import closing_events, event_row
 from app.runs.recordings import RecordingGone, recording_of
 from app.runs.trails import RunTrails, stale_trails
 from app.security import Principal
+from app.storage.errors import is_transient
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
+from app.storage.runs.queue import held_by
 from app.storage.text import dump_model
 from app.tools.base import BaseTool
 from app.tools.guards import ToolGuard
@@ -58,6 +59,11 @@ class RunStart:
     family: FamilyLink | None = None
 
 
+MAX_FAILURES = 5
+"""Attempts at a task that may fail (its run not started, its end not stored) before it is
+ended for good, saying so."""
+
+
 class Unresumable(Exception):
     """A stored task whose run cannot be started again (its agent version is gone...)."""
 
@@ -74,7 +80,7 @@ class RunStarter:
 
     def __init__(
         self,
-        log: RunLog,
+        stores: RunStores,
         limits: LimitStore,
         active: ActiveRuns,
         runtime: Callable[[], AgentRuntime],
@@ -84,8 +90,11 @@ class RunStarter:
         max_resumes: int = 3,
         approval_timeout_s: float = 86_400.0,
         sub_agent_tools: SubAgentTools | None = None,
+        retry_later: Callable[[float], None] = lambda _: None,
     ) -> None:
-        self._log = log
+        self._stores = stores
+        # Claims again once a task given back after a failure may be claimed.
+        self._retry_later = retry_later
         self._sub_agent_tools = sub_agent_tools
         self._limits = limits
         self._active = active
@@ -131,6 +140,9 @@ class RunStarter:
         unbind = bind_run(task.tenant_id, task.id, task.chain_id)
         try:
             resumed = not task.is_queued
+            if task.failures >= MAX_FAILURES:
+                await self._end_poisoned(task)
+                return
             if task.cancel_reason is not None or task.id in self._cancels:
                 reason = task.cancel_reason or "cancelled"
                 await self.end_unstarted(task, TaskState.CANCELLED, ErrorCode.CANCELLED, reason)
@@ -144,7 +156,7 @@ class RunStarter:
             start = accepted if accepted is not None else await self.load(task)
             steps = await self._stored_steps(task) if resumed else []
             try:
-                recording = await recording_of(self._log, task)
+                recording = await recording_of(self._stores, task)
             except RecordingGone as exc:
                 raise Unresumable(str(exc)) from exc
             await self._start(task, start, steps, resumed=resumed, recording=recording)
@@ -156,6 +168,12 @@ class RunStarter:
                 f"the run could not go on after its instance stopped: {exc}",
             )
         except Exception as exc:
+            if is_transient(exc):  # the store's trouble, not the task's: it is not failed
+                logger.warning(
+                    "starting task %s failed (%s); it goes back to the queue", task.id, exc
+                )
+                await self._give_back(task, failed=False)
+                return
             logger.exception("starting task %s failed", task.id)
             await self.end_unstarted(
                 task,
@@ -170,7 +188,7 @@ class RunStarter:
     async def _stored_steps(self, task: TaskRecord) -> list[ReasoningStep]:
         return [
             ReasoningStep.model_validate_json(step)
-            for step in await self._log.chain_steps(task.chain_id)
+            for step in await self._stores.streams.chain_steps(task.chain_id)
         ]
 
     async def _start(
@@ -191,9 +209,15 @@ class RunStarter:
             if tools is None
             else await tools.services(task.id, [str(a.file_id) for a in start.attachments])
         )
-        decisions = await self._log.decisions(task.id) if resumed else []
+        decisions = await self._stores.approvals.decisions(task.id) if resumed else []
         gate = approval_gate(
-            self._log, task, agent, policy, decisions, default_timeout_s=self._approval_timeout_s
+            self._stores.approvals,
+            task,
+            held_by(task),
+            agent,
+            policy,
+            decisions,
+            default_timeout_s=self._approval_timeout_s,
         )
         chain = ReasoningChain(
             id=task.chain_id,
@@ -217,7 +241,7 @@ class RunStarter:
             await self._end_trails(task)
         if services is not None:
             trails = RunTrails(
-                self._log,
+                self._stores.queue,
                 self._active,
                 runtime.executor,
                 task,
@@ -310,23 +334,54 @@ class RunStarter:
             ended = await self._end_owned(task, status, error_code, message)
             await self._end_children(task, status, error_code)
             return ended
-        except Exception:
+        except Exception as exc:
             logger.exception("ending task %s failed; it goes back to the queue", task.id)
-            with contextlib.suppress(Exception):
-                await self._log.release([task.id], self._me, resumed=False)
+            await self._give_back(task, failed=not is_transient(exc))
             return False
+
+    async def _give_back(self, task: TaskRecord, *, failed: bool) -> None:
+        """A task this instance could not start or end: back to the queue, held back a while
+        (longer after each failure it counts), so that no instance takes it again at once."""
+        try:
+            delay = await self._stores.queue.release_failed(
+                self._me, {task.id: task.owner_epoch}, counted=failed
+            )
+        except Exception:  # the lease check gives it back
+            logger.warning("giving task %s back to the queue failed", task.id, exc_info=True)
+            return
+        if delay is not None:
+            self._retry_later(delay)
+
+    async def _end_poisoned(self, task: TaskRecord) -> None:
+        """Ends a task that failed `MAX_FAILURES` times, saying so: with its closing events,
+        or, should even those not be stored, with a bare `done`."""
+        message = (
+            f"it failed {task.failures} times: its run could not be started or its end "
+            "could not be stored (see the service's log)"
+        )
+        try:
+            await self._end_owned(task, TaskState.FAILED, ErrorCode.INTERNAL_ERROR, message)
+            return
+        except Exception:
+            logger.exception("ending task %s after %d failures failed", task.id, task.failures)
+        try:
+            await self._stores.writes.end_bare(task, held_by(task), message=message, at=utc_now())
+        except Exception:
+            logger.exception("task %s cannot be ended at all; it is held back", task.id)
+            await self._give_back(task, failed=True)
 
     async def _end_children(
         self, task: TaskRecord, status: TaskState, error_code: ErrorCode
     ) -> None:
         """Sub-agents' tasks left waiting by a parent that ends without running (its instance
         stopped while they ran): nobody else would start them, so they end with it."""
-        for child in await self._log.children(task.id):
+        queue = self._stores.queue
+        for child in await queue.children(task.id):
             if child.is_finished:
                 continue
-            claimed = await self._log.claim_child(child.id, self._me)
+            claimed = await queue.claim_child(child.id, self._me)
             if claimed is None:
-                claimed = await self._log.claim_task(child.id, self._me)  # waits for approvals
+                claimed = await queue.claim_task(child.id, self._me)  # waits for approvals
             if claimed is not None:
                 await self.end_unstarted(
                     claimed, status, error_code, f"its parent task {task.id} ended {status}"
@@ -335,8 +390,8 @@ class RunStarter:
     async def _end_trails(self, task: TaskRecord) -> None:
         """Remote agents' trails its calls left unfinished when its instance stopped: the
         calls they recorded are not made again, so they end (`interrupted`)."""
-        for trail in await stale_trails(self._log, task.id):
-            claimed = await self._log.claim_child(trail.id, self._me)
+        for trail in await stale_trails(self._stores.queue, task.id):
+            claimed = await self._stores.queue.claim_child(trail.id, self._me)
             if claimed is not None:
                 await self.end_unstarted(
                     claimed,
@@ -364,14 +419,14 @@ class RunStarter:
             )
             for offset, event in enumerate(closing, start=1)
         ]
-        return await self._log.end_owned(
+        return await self._stores.writes.end_owned(
             task,
+            held_by(task),
             rows,
             status=status,
             error_code=error_code,
             message=message,
             at=now,
-            me=self._me,
         )
 
 

@@ -1,7 +1,6 @@
 """A task's stream for one subscriber: what it missed, from the store, then live events and
 deltas, as this subscriber may see them."""
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -10,7 +9,6 @@ from uuid import UUID
 
 from app.chain import VisibilityLevel
 from app.runs.channel import (
-    KEEPALIVE,
     LiveDelta,
     RunChannel,
     StepParts,
@@ -21,14 +19,14 @@ from app.runs.manager import RunManager
 from app.runs.recorder import PROGRESS, step_stream_event, stream_event
 from app.security.visibility import ReaderView, StepFacts
 from app.storage.records import RELAYED
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
 
 REPLAY_PAGE = 500
 
 
 async def task_stream(
     manager: RunManager,
-    log: RunLog,
+    stores: RunStores,
     task_id: UUID,
     tenant_id: str,
     chain_id: UUID,
@@ -57,7 +55,7 @@ async def task_stream(
     gauge.inc()
     try:
         viewed = _viewed(
-            manager, log, task_id, tenant_id, chain_id, after, keepalive_s, view, family
+            manager, stores, task_id, tenant_id, chain_id, after, keepalive_s, view, family
         )
         async with contextlib.aclosing(viewed) as events:  # closed at once, with this one
             async for event in events:
@@ -68,7 +66,7 @@ async def task_stream(
 
 async def _viewed(
     manager: RunManager,
-    log: RunLog,
+    stores: RunStores,
     task_id: UUID,
     tenant_id: str,
     chain_id: UUID,
@@ -82,7 +80,7 @@ async def _viewed(
     # A view with nothing to redact has nothing to learn from earlier steps either.
     start = 0 if view is not None and not view.transparent else after
     events = _events(
-        manager, log, task_id, tenant_id, chain_id, start, keepalive_s, buffered=after == 0
+        manager, stores, task_id, tenant_id, chain_id, start, keepalive_s, buffered=after == 0
     )
     if not family:
         events = _own(events)
@@ -180,7 +178,7 @@ def _with_step(parts: StepParts, step: str) -> StepParts:
 
 async def _events(
     manager: RunManager,
-    log: RunLog,
+    stores: RunStores,
     task_id: UUID,
     tenant_id: str,
     chain_id: UUID,
@@ -193,8 +191,10 @@ async def _events(
     followed on its channel, which holds every event it has published and publishes only
     what is stored (a resumed run's channel starts where its predecessor stopped: the store
     has what came before). Any other run (queued, owned by another instance, between two
-    instances) is read from the store, and read again at each notice that more of it is
-    stored, until `done`; its deltas are not seen here (they are never stored)."""
+    instances) is read from the store: what is stored now by this subscriber itself, then
+    what comes on the task's feed, which this process reads once for all its subscribers at
+    each notice that more of it is stored (`StoredFeeds`), until `done`; its deltas are not
+    seen here (they are never stored)."""
     while True:
         channel = _live(manager, task_id, after)
         if channel is not None:
@@ -205,16 +205,39 @@ async def _events(
                     if _ends(event):
                         return
             continue  # the run was handed over: read on from the store
-        async for event in _stored(manager, log, task_id, tenant_id, chain_id, after, keepalive_s):
-            if event is LIVE_HERE:
-                break
+        live = manager.channel(task_id)
+        until = None if live is None or live.closed else live.first_seq - 1
+        async for event in _stored(stores, task_id, tenant_id, chain_id, after, until):
             yield event
-            if event is not None:
+            after = event.seq
+            if _ends(event):
+                return
+        if until is not None:
+            continue  # caught up with the run live here
+        with manager.feeds.joined(tenant_id, task_id, chain_id, after) as feed:
+            start = feed.channel.first_seq - 1
+            if start > after:  # the feed began later than this subscriber is
+                async for event in _stored(stores, task_id, tenant_id, chain_id, after, start):
+                    yield event
+                    after = event.seq
+                    if _ends(event):
+                        return
+            async for event in feed.channel.follow(after, keepalive_s=keepalive_s):
+                if event is None:
+                    yield event
+                    continue
+                assert isinstance(event, StreamEvent)
                 after = event.seq
+                if event.type == RELAYED:
+                    continue  # its child's event is gone (erased): nothing to send
+                yield event
                 if _ends(event):
                     return
-        else:
-            return  # finished, and everything stored was read
+                if manager.channel(task_id) is not None:
+                    break  # a run of it became live here: follow that
+            else:
+                if feed.finished:
+                    return  # finished, and everything stored was read
 
 
 def _live(manager: RunManager, task_id: UUID, after: int) -> RunChannel | None:
@@ -226,49 +249,27 @@ def _live(manager: RunManager, task_id: UUID, after: int) -> RunChannel | None:
 
 
 async def _stored(
-    manager: RunManager,
-    log: RunLog,
+    stores: RunStores,
     task_id: UUID,
     tenant_id: str,
     chain_id: UUID,
     after: int,
-    keepalive_s: float | None,
-) -> AsyncIterator[StreamEvent | None]:
-    """What is stored after `after`, then more at each notice, until `done`, or until the run
-    becomes live here (the caller then follows its channel), or the task is found finished
-    with nothing more stored."""
-    finished = False
-    with manager.waiters.watch(task_id) as stored:
-        while True:
-            stored.clear()
-            page = await log.replay(tenant_id, task_id, chain_id, after=after, limit=REPLAY_PAGE)
-            for item in page:
-                event = stream_event(task_id, chain_id, item)
-                after = event.seq
-                if event.type == RELAYED:
-                    continue  # its child's event is gone (erased): nothing to send
+    until: int | None,
+) -> AsyncIterator[StreamEvent]:
+    """What is stored now after `after` (through `until`, if given), page by page."""
+    while until is None or after < until:
+        page = await stores.streams.replay(
+            tenant_id, task_id, chain_id, after=after, limit=REPLAY_PAGE
+        )
+        for item in page:
+            event = stream_event(task_id, chain_id, item)
+            after = event.seq
+            if event.type != RELAYED:  # else its child's event is gone (erased)
                 yield event
-                if _ends(event):
-                    return
-            if len(page) == REPLAY_PAGE:
-                continue
-            if finished:  # its end is stored before the task is marked: read once more
+            if until is not None and after >= until:
                 return
-            if _live(manager, task_id, after) is not None:
-                yield LIVE_HERE
-                return
-            try:
-                async with asyncio.timeout(keepalive_s):
-                    await stored.wait()
-            except TimeoutError:
-                finished = await _finished(log, tenant_id, task_id)
-                if not finished:
-                    yield KEEPALIVE
-
-
-async def _finished(log: RunLog, tenant_id: str, task_id: UUID) -> bool:
-    task = await log.task(task_id)
-    return task is None or task.tenant_id != tenant_id or task.is_finished
+        if len(page) < REPLAY_PAGE:
+            return
 
 
 def _ends(event: StreamEvent) -> bool:
@@ -277,5 +278,3 @@ def _ends(event: StreamEvent) -> bool:
 
 
 DONE = "done"
-LIVE_HERE = StreamEvent(0, "live", "")
-"""What `_stored` ends with when the run became live in this process."""

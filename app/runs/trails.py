@@ -31,7 +31,8 @@ from app.chain.models import utc_now
 from app.runs.active import ActiveRuns
 from app.runs.recorder import facts_of
 from app.storage.records import TaskRecord
-from app.storage.run_log import RunLog
+from app.storage.runs import TaskQueue
+from app.storage.runs.queue import held_by
 from app.storage.text import dump_model
 from app.storage.types import RawJSON
 from app.tools.errors import ToolError
@@ -109,7 +110,7 @@ class RunTrails:
 
     def __init__(
         self,
-        log: RunLog,
+        queue: TaskQueue,
         active: ActiveRuns,
         executor: ToolExecutor,
         task: TaskRecord,
@@ -118,7 +119,7 @@ class RunTrails:
         me: str,
         actor: str,
     ) -> None:
-        self._log = log
+        self._queue = queue
         self._active = active
         self._executor = executor
         self._task = task
@@ -192,6 +193,7 @@ class RunTrails:
             "model": _agent_id(agent),
             "last_seq": 0,
             "runner_id": self._me,
+            "owner_epoch": 1,
             "agent_name": agent,
             "roles": parent.roles,
             "api_key_id": parent.api_key_id,
@@ -201,7 +203,7 @@ class RunTrails:
             "root_task_id": parent.root_task_id or parent.id,
             "depth": parent.depth + 1,
         }
-        await self._log.create(
+        await self._queue.create(
             task,
             {
                 "id": chain_id,
@@ -213,6 +215,7 @@ class RunTrails:
                 "started_at": now,
                 "parent_chain_id": self._chain.id,
             },
+            parent=(parent.id, held_by(parent)),
         )
         return TaskRecord.model_validate(
             {
@@ -232,6 +235,6 @@ def _agent_id(agent: str) -> str:
     return f"a2a:{agent}"
 
 
-async def stale_trails(log: RunLog, task_id: UUID) -> list[TaskRecord]:
+async def stale_trails(queue: TaskQueue, task_id: UUID) -> list[TaskRecord]:
     """The unfinished trails of a task: left by an instance that stopped mid-call."""
-    return [c for c in await log.children(task_id) if is_trail(c) and not c.is_finished]
+    return [c for c in await queue.children(task_id) if is_trail(c) and not c.is_finished]

@@ -7,6 +7,8 @@ import contextlib
 from collections.abc import Iterator
 from uuid import UUID
 
+from app.storage.notify import stored_events
+
 
 class TaskWaiters:
     """Events per task id, set when a notice names the task (or when notices may have been
@@ -32,12 +34,7 @@ class TaskWaiters:
 
     def stored(self, payload: str) -> None:
         """An `EVENTS` notice: `task_id:last_seq` pairs."""
-        for item in payload.split(","):
-            task, _, _ = item.partition(":")
-            try:
-                task_id = UUID(task)
-            except ValueError:
-                continue
+        for task_id, _ in stored_events(payload):
             for event in self._waiting.get(task_id, ()):
                 event.set()
 

@@ -1,5 +1,5 @@
 """Tool calls that wait for a human: read within one tenant. Their writes (a run asking,
-a decision, a timeout) change the task too and go through `RunLog`."""
+a decision, a timeout) change the task too and go through `app.storage.runs.approvals`."""
 
 from datetime import datetime
 from typing import Any

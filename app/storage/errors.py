@@ -7,6 +7,9 @@ text an encoder cannot write) fails the same way every time: retrying it only de
 written with it.
 """
 
+import errno
+import socket
+
 from sqlalchemy import exc as sa_exc
 
 # SQLSTATE classes and codes of failures that a retry can cure.
@@ -24,6 +27,24 @@ _TRANSIENT_CODES = frozenset(
 )
 
 
+_NETWORK_ERRNOS = frozenset(
+    {
+        errno.ECONNREFUSED,
+        errno.ECONNRESET,
+        errno.ECONNABORTED,
+        errno.EPIPE,
+        errno.ENETUNREACH,
+        errno.EHOSTUNREACH,
+        errno.ETIMEDOUT,
+        errno.ENETDOWN,
+    }
+)
+
+
+class StoreUnavailable(ConnectionError):
+    """The store cannot take writes now (an outage this process knows of): try again later."""
+
+
 def is_transient(error: BaseException) -> bool:
     """Whether a storage operation that raised `error` may succeed if tried again."""
     if isinstance(error, sa_exc.DBAPIError):
@@ -34,5 +55,8 @@ def is_transient(error: BaseException) -> bool:
             return code.startswith(_TRANSIENT_CLASSES) or code in _TRANSIENT_CODES
         # SQLite ("database is locked") and drivers that name no code: by class.
         return isinstance(error, sa_exc.OperationalError | sa_exc.InterfaceError)
-    # No connection to be had in time, or the socket failed under the driver.
-    return isinstance(error, sa_exc.TimeoutError | ConnectionError | TimeoutError | OSError)
+    # No connection to be had in time, or the socket failed under the driver (not any OSError:
+    # a file that is not there is not cured by trying again).
+    if isinstance(error, sa_exc.TimeoutError | ConnectionError | TimeoutError | socket.gaierror):
+        return True
+    return isinstance(error, OSError) and error.errno in _NETWORK_ERRNOS

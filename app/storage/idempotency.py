@@ -1,7 +1,7 @@
 """Idempotency keys of task submissions: which task a caller's key made, and for which body.
 
 A key is claimed in the transaction that stores its task (`claim_key`, called by
-`RunLog.create`): the primary key (tenant, caller, key) makes a concurrent duplicate wait for
+`TaskQueue.create`): the primary key (tenant, caller, key) makes a concurrent duplicate wait for
 the first transaction and then fail (`KeyTaken`), on every instance sharing the database."""
 
 from dataclasses import dataclass

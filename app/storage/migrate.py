@@ -6,11 +6,15 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.storage.database import Database
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+# The Postgres advisory lock held while migrating ("omniforg" in ASCII): one key for every
+# process of every version, so that any two migrators of one database take turns.
+MIGRATION_LOCK_KEY = 0x6F6D6E69666F7267
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -31,7 +35,9 @@ def head_revision() -> str | None:
 
 
 async def upgrade_to_head(database: Database) -> None:
-    """Runs every pending migration on the database, in one transaction."""
+    """Runs every pending migration on the database, in one transaction that holds the
+    database's migration lock: processes migrating one database at once (replicas started
+    together) take turns, and those after the first find nothing left to do."""
 
     def upgrade(connection: Connection) -> None:
         config = alembic_config()
@@ -40,7 +46,24 @@ async def upgrade_to_head(database: Database) -> None:
         command.upgrade(config, "head")
 
     async with database.transaction() as connection:
+        await _lock_for_migrations(connection)
         await connection.run_sync(upgrade)
+
+
+async def _lock_for_migrations(connection: AsyncConnection) -> None:
+    """Takes the lock that serialises migrations, for the rest of the transaction."""
+    if connection.dialect.name == "postgresql":
+        # A transaction-level advisory lock: released by the commit (or rollback), and
+        # scoped by Postgres to this database.
+        await connection.execute(
+            text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY}
+        )
+    elif connection.dialect.name == "sqlite":
+        # The sqlite3 module begins no transaction before DDL, so each CREATE would commit on
+        # its own and two migrators would both create the same table. Begin one that holds
+        # the write lock from its start; another migrator waits for it (busy_timeout), and
+        # the migration becomes atomic.
+        await connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 async def current_revision(database: Database) -> str | None:

@@ -15,8 +15,9 @@ Channels:
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+from uuid import UUID
 
 import asyncpg  # type: ignore[import-untyped]
 
@@ -38,9 +39,22 @@ CHANNELS = (QUEUE, EVENTS, CANCEL, APPROVALS, WEBHOOKS, SCHEDULES)
 MAX_PAYLOAD = 7_900
 """Postgres refuses payloads of 8,000 bytes or more."""
 
-RECONNECT_S = (0.1, 0.5, 1.0, 2.0, 5.0)
+RECONNECT_S = (0.1, 0.25, 0.5, 1.0)
+"""Between tries to reconnect for notices; the last repeats (notices missed meanwhile are made
+up for: every listener looks again once reconnected)."""
 
 Listener = Callable[[str], None]
+
+
+def stored_events(payload: str) -> Iterator[tuple[UUID, int | None]]:
+    """The tasks an `EVENTS` notice names, each with its last stored event (None: not said)."""
+    for item in payload.split(","):
+        task, _, seq = item.partition(":")
+        try:
+            task_id = UUID(task)
+        except ValueError:
+            continue
+        yield task_id, int(seq) if seq.isdigit() else None
 
 
 def payloads(items: Iterable[str]) -> list[str]:
@@ -68,6 +82,9 @@ class Notices:
         # Called after the connection to Postgres was re-established: notices may have been
         # missed while it was down.
         self.on_reconnect: list[Callable[[], None]] = []
+        # Called the moment that connection is lost (the database stopped, or the network
+        # between them): the first sign of an outage, before any write fails.
+        self.on_lost: list[Callable[[], None]] = []
 
     def listen(self, channel: str, listener: Listener) -> None:
         self._listeners[channel].append(listener)
@@ -103,10 +120,15 @@ class PostgresNotices(Notices):
 
     async def _connect(self) -> None:
         connection = await asyncpg.connect(self._dsn)
-        connection.add_termination_listener(lambda _: self._lost.set())
+        connection.add_termination_listener(self._terminated)
         for channel in CHANNELS:
             await connection.add_listener(channel, self._received)
         self._connection = connection
+
+    def _terminated(self, _connection: Any) -> None:
+        self._lost.set()
+        for callback in self.on_lost:
+            callback()
 
     def _received(self, _connection: Any, _pid: int, channel: str, payload: str) -> None:
         self.deliver(channel, payload)
@@ -120,8 +142,9 @@ class PostgresNotices(Notices):
                 await asyncio.sleep(delay)
                 try:
                     await self._connect()
-                except Exception:
-                    logger.warning("reconnecting for notices failed; retrying", exc_info=True)
+                except Exception as exc:
+                    if attempt == 0:  # once per outage, not at every try
+                        logger.warning("reconnecting for notices failed (%s); retrying", exc)
                     continue
                 logger.warning("notices reconnected: reading what may have been missed")
                 for callback in self.on_reconnect:

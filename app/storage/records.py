@@ -44,6 +44,10 @@ class TaskRecord(_Record):
     # A cancel requested while another instance ran it.
     cancel_reason: str | None = None
     resumes: int = 0
+    # The epoch of the claim that holds it (the fence of its run's writes), and its failed
+    # attempts (its run could not be started or its end stored).
+    owner_epoch: int = 0
+    failures: int = 0
     # A replay of another task (what its steps must repeat, and how it went), or a fork of one.
     replayed_from: UUID | None = None
     replay_match: ReplayMatch | None = None
@@ -170,6 +174,8 @@ class CostRecordRow(_Record):
     task_id: UUID
     chain_id: UUID
     step_id: UUID
+    # The call it bills (its `tool_call` and `tool_result` steps share it).
+    correlation_id: UUID
     tool_name: str
     tool_type: str
     model: str | None

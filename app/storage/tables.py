@@ -6,6 +6,7 @@ from sqlalchemy import (
     Boolean,
     Column,
     Date,
+    Float,
     ForeignKey,
     ForeignKeyConstraint,
     Index,
@@ -104,6 +105,13 @@ tasks = Table(
     Column("cancel_reason", Text),
     # How many times it was resumed after its instance stopped.
     Column("resumes", Integer, nullable=False, server_default=text("0")),
+    # The fence of its run's writes: each claim takes the next epoch, and every write of a
+    # run is conditional on its runner (`runner_id`) and the epoch of its claim.
+    Column("owner_epoch", Integer, nullable=False, server_default=text("0")),
+    # Attempts at it that failed (its run could not be started, or its end not stored), and
+    # until when it is held back from the queue after one.
+    Column("failures", Integer, nullable=False, server_default=text("0")),
+    Column("claimable_at", UTCDateTime),
     # A replay of a recorded task (every result from its recording, `replay_match` saying what
     # must repeat) and how it went; or a fork of one (its steps up to `fork_step` as recorded).
     Column("replayed_from", Uuid),
@@ -307,8 +315,10 @@ audit_events = Table(
     Index("ix_audit_events_tenant_id", "tenant_id", "id"),
 )
 
-# The processes that run tasks. A runner renews `heartbeat_at`; the runs of a runner whose
-# lease lapsed (or whose process is gone from this host) are ended as `interrupted`.
+# The processes that run tasks. A runner renews `heartbeat_at` (by the database's clock); one
+# that has not for `lease_s` is judged lapsed by another, which marks it `released_at` and gives
+# its runs back to the queue in the same transaction (its registration is kept: its next renewal
+# then fails, and it stops its runs).
 runners = Table(
     "runners",
     metadata,
@@ -317,6 +327,8 @@ runners = Table(
     Column("pid", Integer, nullable=False),
     Column("started_at", UTCDateTime, nullable=False),
     Column("heartbeat_at", UTCDateTime, nullable=False),
+    Column("lease_s", Float, nullable=False, server_default=text("30")),
+    Column("released_at", UTCDateTime),
 )
 
 # A tenant's secrets, sealed (AES-256-GCM) under the service's key `key_id`; the value never

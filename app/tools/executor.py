@@ -131,7 +131,9 @@ class ToolExecutor:
     ) -> list[ToolResult]:
         """Runs independent calls concurrently. All `tool_call` steps are recorded first, in
         order; each `tool_result` step follows in the same order, as soon as it and every
-        earlier call are done."""
+        earlier call are done. Nothing starts while the run's `ready` holds it back."""
+        if context.ready is not None:
+            await context.ready()
         prepared = [self._prepare(chain, context, invocation) for invocation in invocations]
         gate = context.approvals
         if gate is not None:

@@ -238,6 +238,10 @@ class ToolCallContext:
     # stored: a call that must not be made twice starts only then, so that a run resumed
     # after a crash knows it was made. None: nothing is stored (or nobody resumes).
     stored: "Callable[[], Awaitable[None]] | None" = None
+    # Returns once the run may start calls: at once, unless what records it cannot store
+    # their results now (the store is unavailable): then the run pauses, its calls under
+    # way finishing. None: nothing holds calls back.
+    ready: "Callable[[], Awaitable[None]] | None" = None
     # The child tasks this call started (a sub-agent's, a remote agent's record), for its
     # result to name even where the call ends without an answer (cancelled, failed).
     started: list["ChildRun"] = field(default_factory=list)
@@ -272,6 +276,7 @@ class ToolCallContext:
             self.call_step if call_step is None else call_step,
             self.approvals,
             self.stored,
+            self.ready,
             # A new call starts its own children; its attempts share them.
             self.started if call_step is None else [],
         )

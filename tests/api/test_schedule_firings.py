@@ -241,7 +241,7 @@ async def test_a_started_scheduler_sleeps_until_told_of_a_new_schedule(
         return datetime.now(UTC) + 2 * MINUTE
 
     scheduler = Scheduler(ScheduleStore(quiet.state.database), fire, clock=ahead)
-    quiet.state.run_log.notices.listen(SCHEDULES, scheduler.changed)
+    quiet.state.run_stores.notices.listen(SCHEDULES, scheduler.changed)
     scheduler.start()
     try:
         # Nothing to fire: it sleeps (up to an hour) until a notice wakes it.

@@ -1,82 +1,87 @@
-"""The limit store's contract, on both backends: sliding windows that refuse with an exact
-`retry_after_s`, all-or-nothing acquisitions, settling to real amounts, releasing; the Redis
-one against the real Redis, shared by two clients."""
+"""The limit store's contract, on every store: sliding windows that refuse with an exact
+`retry_after_s`, all-or-nothing acquisitions, settling to real amounts, releasing, windows
+filled from the durable record before they admit anything, each grant counted once; the Redis
+ones against the real Redis, shared by two clients. Then what only the Redis store does."""
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from decimal import Decimal
-from uuid import uuid4
 
 import pytest
-from redis.asyncio import Redis
 
 from app.governance.limits import (
     Grant,
+    History,
     InProcessLimitStore,
     LimitRequest,
     LimitStore,
+    PastEntry,
+    RecordedWindows,
     RedisLimitStore,
     Refusal,
+    ResilientLimitStore,
     cost_units,
     usd_of_units,
 )
+from tests.governance.windows import REDIS_URL, Clock, Record
 
-REDIS_URL = os.environ.get("OMNIFORGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+StoreFactory = Callable[..., LimitStore]
 
 
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-async def prefix() -> AsyncIterator[str]:
-    prefix = f"omniforge-test:{uuid4().hex[:12]}:"
-    yield prefix
-    client = Redis.from_url(REDIS_URL)
-    try:
-        async for key in client.scan_iter(match=f"{prefix}*"):
-            await client.delete(key)
-    finally:
-        await client.aclose()
-
-
-StoreFactory = Callable[[], LimitStore]
-
-
-@pytest.fixture(params=["in-process", "redis"])
-async def make_store(
-    request: pytest.FixtureRequest, clock: Clock, prefix: str
-) -> AsyncIterator[StoreFactory]:
-    """Builds stores sharing one set of windows (for Redis: separate clients, one prefix)."""
+@asynccontextmanager
+async def stores(kind: str, clock: Clock, prefix: str) -> AsyncIterator[StoreFactory]:
+    """Builds stores of `kind` sharing one set of windows: for Redis, separate clients on one
+    prefix; the others keep theirs in the process, so each build is the same store."""
     made: list[LimitStore] = []
-    shared = InProcessLimitStore(clock=clock)
 
-    def build() -> LimitStore:
+    def build(history: History | None = None) -> LimitStore:
         store: LimitStore
-        if request.param == "redis":
-            store = RedisLimitStore(REDIS_URL, prefix=prefix, clock=clock)
+        if kind == "redis":
+            store = RedisLimitStore(REDIS_URL, history=history, prefix=prefix, clock=clock)
+        elif kind == "resilient":
+            redis = RedisLimitStore(REDIS_URL, history=history, prefix=prefix, clock=clock)
+            recorded = RecordedWindows(history, clock=clock)
+            store = ResilientLimitStore(redis, recorded, history=history, wall_clock=clock)
+        elif made:
+            return made[0]
+        elif kind == "recorded":
+            store = RecordedWindows(history, clock=clock)
         else:
-            store = shared
+            store = InProcessLimitStore(history=history, clock=clock)
         made.append(store)
         return store
 
-    yield build
-    for store in made:
-        await store.aclose()
+    try:
+        yield build
+    finally:
+        for store in made:
+            await store.aclose()
+
+
+@pytest.fixture(params=["in-process", "redis", "recorded", "resilient"])
+async def make_store(
+    request: pytest.FixtureRequest, clock: Clock, prefix: str
+) -> AsyncIterator[StoreFactory]:
+    async with stores(request.param, clock, prefix) as build:
+        yield build
+
+
+@pytest.fixture(params=["in-process", "redis", "resilient"])
+async def make_caching_store(
+    request: pytest.FixtureRequest, clock: Clock, prefix: str
+) -> AsyncIterator[StoreFactory]:
+    """The stores that hold their windows (RecordedWindows re-reads the record instead)."""
+    async with stores(request.param, clock, prefix) as build:
+        yield build
 
 
 def calls(limit: int, window_s: float = 60.0, amount: int = 1) -> LimitRequest:
     return LimitRequest("t:calls", amount, limit, window_s, "calls_per_minute")
+
+
+def tokens(amount: int, limit: int = 1_000) -> LimitRequest:
+    return LimitRequest("t:tokens", amount, limit, 60.0, "tokens_per_minute")
 
 
 async def test_the_window_refuses_the_one_past_the_limit_with_an_exact_retry_after(
@@ -102,16 +107,14 @@ async def test_amounts_settle_to_real_usage_and_release_gives_back(
     make_store: StoreFactory,
 ) -> None:
     store = make_store()
-    tokens = LimitRequest("t:tokens", 700, 1_000, 60.0, "tokens_per_minute")
-    grant = await store.acquire([tokens])
+    grant = await store.acquire([tokens(700)])
     assert isinstance(grant, Grant)
-    more = LimitRequest("t:tokens", 400, 1_000, 60.0, "tokens_per_minute")
-    assert isinstance(await store.acquire([more]), Refusal)
+    assert isinstance(await store.acquire([tokens(400)]), Refusal)
 
     await store.settle(grant, {"t:tokens": 500})
     await store.settle(grant, {"t:tokens": 500})  # idempotent
     assert await store.usage("t:tokens", 60.0) == 500
-    second = await store.acquire([more])
+    second = await store.acquire([tokens(400)])
     assert isinstance(second, Grant)
     assert await store.usage("t:tokens", 60.0) == 900
 
@@ -161,20 +164,59 @@ async def test_settling_an_entry_that_left_its_window_changes_nothing(
     assert isinstance(await store.acquire([calls(10, amount=10)]), Grant)
 
 
-async def test_redis_windows_expire_and_refusals_leave_nothing(clock: Clock, prefix: str) -> None:
-    store = RedisLimitStore(REDIS_URL, prefix=prefix, clock=clock)
-    client = Redis.from_url(REDIS_URL)
-    try:
-        assert isinstance(await store.acquire([calls(1, window_s=30)]), Grant)
-        assert isinstance(await store.acquire([calls(1, window_s=30)]), Refusal)
-        keys = [key async for key in client.scan_iter(match=f"{prefix}*")]
-        assert len(keys) == 3
-        for key in keys:
-            assert 0 < await client.ttl(key) <= 31
-        assert await client.hlen(f"{prefix}t:calls:a") == 1  # the refusal added no entry
-    finally:
-        await client.aclose()
-        await store.aclose()
+async def test_a_window_is_filled_from_the_record_before_it_admits_anything(
+    make_store: StoreFactory, clock: Clock
+) -> None:
+    start = clock.now - 60
+    record = Record(
+        {"t:calls": [PastEntry("a", clock.now - 50, 4), PastEntry("b", clock.now - 10, 3)]}
+    )
+    store = make_store(record)
+    refused = await store.acquire([calls(8, amount=2)])
+    assert isinstance(refused, Refusal)
+    assert refused.used == 7
+    assert refused.retry_after_s == pytest.approx(10.0)  # when the older one leaves
+    clock.now += 11
+    assert await store.usage("t:calls", 60.0) == 3
+    assert isinstance(await store.acquire([calls(8, amount=2)]), Grant)
+    assert record.reads[0] == {"t:calls": start}
+
+
+async def test_a_grant_the_record_holds_already_counts_once(
+    make_store: StoreFactory, clock: Clock
+) -> None:
+    store = make_store(Record({"t:tokens": [PastEntry("call-1", clock.now - 5, 500)]}))
+    again = await store.acquire([tokens(500)], grant_id="call-1")
+    assert isinstance(again, Grant)
+    assert again.id == "call-1"
+    assert await store.usage("t:tokens", 60.0) == 500
+    assert isinstance(await store.acquire([tokens(500)], grant_id="call-2"), Grant)
+    assert isinstance(await store.acquire([tokens(1)], grant_id="call-3"), Refusal)
+
+
+async def test_settling_a_grant_whose_entries_the_window_lost_puts_them_back_at_its_time(
+    make_store: StoreFactory, clock: Clock
+) -> None:
+    store = make_store()
+    # made before the window was lost (another process's windows, a restarted Redis)
+    lost = Grant("lost", (tokens(700), calls(10)), clock.now - 30)
+    await store.settle(lost, {"t:tokens": 500})
+    assert await store.usage("t:tokens", 60.0) == 500
+    assert await store.usage("t:calls", 60.0) == 1  # not named: its reserved amount
+    clock.now += 30.001
+    assert await store.usage("t:tokens", 60.0) == 0
+
+
+async def test_the_record_is_read_once_per_window_a_store_does_not_hold(
+    make_caching_store: StoreFactory, clock: Clock
+) -> None:
+    record = Record({"t:calls": [PastEntry("a", clock.now - 5, 2)]})
+    first, second = make_caching_store(record), make_caching_store(record)
+    await first.acquire([calls(10)])
+    await second.acquire([calls(10)])
+    await first.acquire([calls(10), tokens(1)])
+    assert record.reads == [{"t:calls": clock.now - 60}, {"t:tokens": clock.now - 60}]
+    assert await first.usage("t:calls", 60.0) == 5
 
 
 def test_cost_units_are_exact_and_round_up() -> None:
@@ -182,30 +224,3 @@ def test_cost_units_are_exact_and_round_up() -> None:
     assert cost_units(Decimal("0.0000000011")) == 2
     assert cost_units(Decimal("12.5")) == 12_500_000_000
     assert usd_of_units(cost_units(Decimal("0.123456789"))) == Decimal("0.123456789")
-
-
-async def test_past_calls_seed_a_window_the_process_never_held(clock: Clock) -> None:
-    store = InProcessLimitStore(clock=clock)
-    past = [(clock.now - 50, 4), (clock.now - 10, 3)]
-    assert await store.seed("t:calls", past)
-    assert await store.usage("t:calls", 60.0) == 7
-    refused = await store.acquire([calls(8, amount=2)])
-    assert isinstance(refused, Refusal)
-    assert refused.retry_after_s == pytest.approx(10.0)  # when the older one leaves
-    assert not await store.seed("t:calls", past)  # once only
-    clock.now += 11
-    assert await store.usage("t:calls", 60.0) == 3
-    assert isinstance(await store.acquire([calls(8, amount=2)]), Grant)
-    held = await store.acquire([LimitRequest("t:held", 1, 5, 60.0, "held")])
-    assert isinstance(held, Grant)
-    assert not await store.seed("t:held", past)  # a window in use is not filled again
-
-
-async def test_redis_keeps_its_windows_and_takes_no_seed(prefix: str) -> None:
-    store = RedisLimitStore(REDIS_URL, prefix=prefix)
-    try:
-        assert store.durable
-        assert not await store.seed("t:calls", [(1.0, 5)])
-        assert await store.usage("t:calls", 60.0) == 0
-    finally:
-        await store.aclose()

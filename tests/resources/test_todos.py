@@ -10,7 +10,7 @@ import pytest
 from app.chain import ErrorCode
 from app.resources.todos import TodoLists
 from app.storage import Database
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
 from app.tools.errors import ToolError
 from tests.factories import stored_task
 
@@ -26,7 +26,7 @@ async def database(own_database_url: str) -> AsyncIterator[Database]:
 
 
 async def _task(database: Database, tenant: str) -> UUID:
-    task_id, _ = await stored_task(RunLog(database), tenant)
+    task_id, _ = await stored_task(RunStores.of(database).queue, tenant)
     return task_id
 
 

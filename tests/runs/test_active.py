@@ -18,7 +18,7 @@ from app.runs.metrics import RunMetrics
 from app.runs.waiters import TaskWaiters
 from app.runs.writer import RunWriter
 from app.storage import Database
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
 from app.storage.tables import reasoning_steps
 from app.tools.base import BaseTool
 from app.tools.builtin import builtin_tools
@@ -74,17 +74,27 @@ async def test_a_call_with_side_effects_starts_only_once_its_step_is_stored(
     database: Database,
 ) -> None:
     tenant = f"t-{uuid4().hex[:12]}"
-    log = RunLog(database)
+    stores = RunStores.of(database)
     metrics = RunMetrics()
-    writer = RunWriter(log, metrics, audit_flush_s=0)
-    active = ActiveRuns(log, writer, metrics, TaskWaiters(), me="test", ended=lambda: None)
+    writer = RunWriter(stores.writes, metrics, audit_flush_s=0)
+    active = ActiveRuns(
+        stores.queue,
+        stores.approvals,
+        writer,
+        metrics,
+        TaskWaiters(),
+        me="test",
+        ended=lambda: None,
+    )
     place, look = Probe("place_order", idempotent=False), Probe("look_up", idempotent=True)
     registry = ToolRegistry([*builtin_tools(), place, look])
     agent = CallsBoth(ToolExecutor(registry), default_model="demo")
     chain = ReasoningChain(task_id="pending", agent_id=agent.agent_id, tenant_id=tenant)
-    task_id, _ = await stored_task(log, tenant, chain_id=chain.id, status=TaskState.SUBMITTED)
+    task_id, _ = await stored_task(
+        stores.queue, tenant, chain_id=chain.id, status=TaskState.SUBMITTED, runner_id="test"
+    )
     chain.task_id = str(task_id)
-    task = await log.task(task_id)
+    task = await stores.queue.task(task_id)
     assert task is not None
 
     run = agent.start(AgentTask(id=str(task_id), input="x", tenant_id=tenant), chain=chain)

@@ -25,7 +25,7 @@ from app.runs.writer import RunWriter
 from app.security.visibility import ReaderView, VisibilityPolicy
 from app.storage import Database
 from app.storage.errors import is_transient
-from app.storage.run_log import RunLog
+from app.storage.runs import Fence, RunStores
 from app.storage.tables import cost_records, tasks
 from app.tools.builtin import builtin_tools
 from app.tools.executor import ToolExecutor
@@ -66,14 +66,16 @@ class Gated(CoTAgent):
         engine.add_synthesis("done", [])
 
 
-async def _live(log: RunLog, tenant: str, gate: asyncio.Event) -> LiveRun:
+async def _live(stores: RunStores, tenant: str, gate: asyncio.Event) -> LiveRun:
     chain = ReasoningChain(task_id="pending", agent_id=Gated.agent_id, tenant_id=tenant)
-    task_id, _ = await stored_task(log, tenant, chain_id=chain.id, status=TaskState.SUBMITTED)
+    task_id, _ = await stored_task(
+        stores.queue, tenant, chain_id=chain.id, status=TaskState.SUBMITTED, runner_id="me"
+    )
     chain.task_id = str(task_id)
     run = Gated(gate).start(AgentTask(id=str(task_id), input="x", tenant_id=tenant), chain=chain)
     view = ReaderView(VisibilityPolicy(), roles=frozenset(), full_access=False, sensitive_fields=())
     auditor = ToolAuditor(chain=chain, actor="alice", redactor=view, audit_levels={})
-    recorder = RunRecorder(task_id, tenant, chain, auditor)
+    recorder = RunRecorder(task_id, tenant, chain, auditor, fence=Fence("me", 1))
     return LiveRun(task_id, run, recorder, RunLabels(tenant, "demo"))
 
 
@@ -127,11 +129,11 @@ async def _task_row(database: Database, task_id: UUID) -> Any:
 async def test_a_refused_write_ends_only_its_run_at_once_with_its_end_and_costs_stored(
     database: Database, tenant: str
 ) -> None:
-    log = RunLog(database)
+    stores = RunStores.of(database)
     metrics = RunMetrics()
-    writer = RunWriter(log, metrics, audit_flush_s=0)
+    writer = RunWriter(stores.writes, metrics, audit_flush_s=0)
     gate = asyncio.Event()
-    bad, good = await _live(log, tenant, gate), await _live(log, tenant, gate)
+    bad, good = await _live(stores, tenant, gate), await _live(stores, tenant, gate)
     bad_write, bad_events = await _first_batch(bad, [_cost(bad, "0.25")])
     good_write, good_events = await _first_batch(good, [_cost(good, "0.5")])
     bad_write.steps[0]["step_number"] = UNSTORABLE_NUMBER
@@ -167,12 +169,16 @@ async def test_a_refused_write_ends_only_its_run_at_once_with_its_end_and_costs_
     assert [(e.seq, e.type) for e in ended] == [(1, "chain_failed"), (2, "done")]
     row = await _task_row(database, bad.task_id)
     assert (row.status, row.error_code, row.last_seq) == ("failed", ErrorCode.INTERNAL_ERROR, 2)
-    stored = await log.replay(tenant, bad.task_id, bad.recorder.chain.id, after=0, limit=10)
+    stored = await stores.streams.replay(
+        tenant, bad.task_id, bad.recorder.chain.id, after=0, limit=10
+    )
     assert [(s.seq, s.type) for s in stored] == [(1, "chain_failed"), (2, "done")]
     assert bad_chain.status is ChainStatus.FAILED
     assert bad.stored.is_set()
     # The good run and the audit row of the same group: stored and published.
-    good_stored = await log.replay(tenant, good.task_id, good.recorder.chain.id, after=0, limit=10)
+    good_stored = await stores.streams.replay(
+        tenant, good.task_id, good.recorder.chain.id, after=0, limit=10
+    )
     assert [s.seq for s in good_stored] == [e.seq for e in good_events]
     assert good.channel.last_seq == len(good_events)
     async with database.read() as connection:
@@ -192,10 +198,10 @@ async def test_a_refused_write_ends_only_its_run_at_once_with_its_end_and_costs_
 async def test_a_run_whose_events_cannot_be_recorded_is_ended_after_what_was_stored(
     database: Database, tenant: str
 ) -> None:
-    log = RunLog(database)
-    writer = RunWriter(log, RunMetrics(), audit_flush_s=0)
+    stores = RunStores.of(database)
+    writer = RunWriter(stores.writes, RunMetrics(), audit_flush_s=0)
     gate = asyncio.Event()
-    live = await _live(log, tenant, gate)
+    live = await _live(stores, tenant, gate)
     write, events = await _first_batch(live, [])
 
     writer.queue_batch(live, write, events, last=False)
@@ -219,9 +225,9 @@ async def test_a_run_whose_events_cannot_be_recorded_is_ended_after_what_was_sto
 async def test_only_failures_a_retry_can_cure_count_as_transient(
     database: Database, own_database_url: str, tenant: str, tmp_path: Path
 ) -> None:
-    log = RunLog(database)
+    stores = RunStores.of(database)
     gate = asyncio.Event()
-    live = await _live(log, tenant, gate)
+    live = await _live(stores, tenant, gate)
     gate.set()
     await live.run.wait()
     write, _ = live.recorder.record([], [])
@@ -229,7 +235,7 @@ async def test_only_failures_a_retry_can_cure_count_as_transient(
     write.last_seq = UNSTORABLE_NUMBER
     # Postgres refuses the value; SQLite's driver cannot even bind it.
     with pytest.raises((DBAPIError, OverflowError)) as refused:
-        await log.append([write])
+        await stores.writes.append([write])
     assert not is_transient(refused.value)
 
     unreachable = Database(

@@ -20,7 +20,7 @@ from app.runs.recorder import step_facts
 from app.security.visibility import REDACTED, ReaderView, VisibilityPolicy
 from app.storage import Database
 from app.storage.chains import ChainRepository, StepRow
-from app.storage.run_log import RunLog, RunWrite
+from app.storage.runs import Fence, RunStores, RunWrite
 from app.storage.types import RawJSON
 from tests.factories import stored_task
 
@@ -66,8 +66,8 @@ def _answer(conclusion: str) -> ReasoningStep:
 
 async def _stored_chain(database: Database, tenant: str, steps: list[ReasoningStep]) -> UUID:
     """A chain holding `steps` (numbered from 1), stored as runs store theirs."""
-    log = RunLog(database)
-    task_id, chain_id = await stored_task(log, tenant)
+    stores = RunStores.of(database)
+    task_id, chain_id = await stored_task(stores.queue, tenant, runner_id="r")
     metrics = RawJSON(ChainMetrics().model_dump_json())
     rows = []
     for number, step in enumerate(steps, start=1):
@@ -89,7 +89,8 @@ async def _stored_chain(database: Database, tenant: str, steps: list[ReasoningSt
                 "metrics": metrics,
             }
         )
-    await log.append([RunWrite(task_id, chain_id, last_seq=len(steps), steps=rows)])
+    write = RunWrite(task_id, chain_id, Fence("r", 1), 0, len(steps), steps=rows)
+    assert await stores.writes.append([write]) == set()
     return chain_id
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from app.chain import ToolType
 from app.storage import Database
-from app.storage.run_log import RunLog, RunWrite
+from app.storage.runs import Fence, RunStores, RunWrite
 from app.storage.tables import cost_records, model_usage
 from tests.factories import stored_task
 
@@ -65,14 +65,15 @@ def _cost(
 
 async def test_concurrent_writers_add_up_exactly(databases: list[Database]) -> None:
     tenant = f"{TENANT}-{uuid4().hex[:8]}"
-    logs = [RunLog(database) for database in databases]
-    task_id, chain_id = await stored_task(logs[0], tenant)
+    stores = [RunStores.of(database) for database in databases]
+    tasks = [await stored_task(stores[0].queue, tenant, runner_id="r") for _ in range(40)]
     today = datetime.now(UTC)
     yesterday = today - timedelta(days=1)
     price = Decimal("0.100000000001")  # 12 places: floats would not sum this exactly
 
     def group(index: int) -> list[RunWrite]:
-        write = RunWrite(task_id, chain_id, last_seq=0)
+        task_id, chain_id = tasks[index]
+        write = RunWrite(task_id, chain_id, Fence("r", 1), 0, 0)
         write.costs = [
             _cost(tenant, task_id, chain_id, "alpha", (10, 3), price * (index + 1), today),
             _cost(tenant, task_id, chain_id, "beta", (7, 1), None, today),
@@ -81,7 +82,8 @@ async def test_concurrent_writers_add_up_exactly(databases: list[Database]) -> N
         ]
         return [write]
 
-    await asyncio.gather(*[logs[i % 2].append(group(i)) for i in range(40)])
+    refused = await asyncio.gather(*[stores[i % 2].writes.append(group(i)) for i in range(40)])
+    assert all(not lost for lost in refused)
 
     async with databases[0].read() as connection:
         rolled = {

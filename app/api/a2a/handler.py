@@ -170,7 +170,7 @@ class TaskHandler(RequestHandler):
             mapper = StreamMapper(task)
             events = task_stream(
                 call.state.runs,
-                call.state.run_log,
+                call.state.run_stores,
                 task.id,
                 task.tenant_id,
                 task.chain_id,

@@ -90,7 +90,7 @@ async def decide(
         },
         at=now,
     )
-    decided = await state.run_log.decide(
+    decided = await state.run_stores.approvals.decide(
         caller.tenant_id,
         task_id,
         approval_id,

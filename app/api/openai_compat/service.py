@@ -111,7 +111,7 @@ async def follow_answer(
     details: dict[str, Any] = {}
     events = task_stream(
         state.runs,
-        state.run_log,
+        state.run_stores,
         task.id,
         task.tenant_id,
         task.chain_id,

@@ -21,7 +21,7 @@ from app.runs.errors import Forbidden, InvalidSubmission, NotFound
 from app.security import Principal
 from app.security.rbac import permissions_of
 from app.storage.api_keys import key_by_id
-from app.storage.run_log import ConversationBusy
+from app.storage.runs import ConversationBusy
 from app.storage.schedules import ScheduleRecord
 
 # What a submission may be refused with: recorded on the schedule, not logged as a failure.

@@ -180,7 +180,7 @@ def _announce(state: AppState) -> None:
     """The embedded database's one process is told here (Postgres told every instance at
     COMMIT)."""
     if state.database.is_sqlite:
-        state.run_log.notices.deliver(SCHEDULES, "")
+        state.run_stores.notices.deliver(SCHEDULES, "")
 
 
 async def _audit(

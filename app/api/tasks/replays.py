@@ -54,7 +54,7 @@ async def fork_task(
     """Starts a fork of the caller's tenant's task `task_id`: its steps up to `from_step` as
     recorded, then live, with the agent, model and input given (each default: the task's)."""
     source = await _source(state, caller, task_id)
-    stored = await state.run_log.chain_steps(source.chain_id)
+    stored = await state.run_stores.streams.chain_steps(source.chain_id)
     steps = [ReasoningStep.model_validate_json(step) for step in stored]
     _check_fork_step(steps, from_step)
     resolved = await _agent(state, caller, source, agent)

@@ -91,7 +91,11 @@ async def submit_task(
     if accept is not None and EVENT_STREAM in accept:
         task = await find_task(state, caller, submitted.task_id)
         headers["Location"] = f"/api/v1/tasks/{submitted.task_id}"
-        return EventStreamResponse(await open_stream(state, caller, task, after=0), headers=headers)
+        return EventStreamResponse(
+            await open_stream(state, caller, task, after=0),
+            headers=headers,
+            closing=state.runs.draining,
+        )
     return _accepted(submitted, headers)
 
 
@@ -236,5 +240,6 @@ async def task_events(
         # Nothing more will ever come: 204 tells an EventSource to stop reconnecting.
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return EventStreamResponse(
-        await open_stream(state, caller, task, after=position, sub_agents=sub_agents)
+        await open_stream(state, caller, task, after=position, sub_agents=sub_agents),
+        closing=state.runs.draining,
     )

@@ -29,7 +29,7 @@ from app.security.rbac import Permission, cancels_any_task, permissions_of
 from app.storage.conversations import ConversationRepository
 from app.storage.idempotency import KeyClaim
 from app.storage.records import ConversationRecord, TaskRecord
-from app.storage.run_log import ConversationBusy
+from app.storage.runs import ConversationBusy
 from app.storage.tasks import TaskRepository
 from app.tools.approvals import ApprovalRules
 from app.tools.errors import FieldError
@@ -246,7 +246,7 @@ async def open_stream(
     state.runs.queue_audit([row])
     return task_stream(
         state.runs,
-        state.run_log,
+        state.run_stores,
         task.id,
         task.tenant_id,
         task.chain_id,

@@ -11,7 +11,7 @@ import pytest
 from app.chain import ErrorCode, ReasoningChain
 from app.resources.todos import TodoLists
 from app.storage import Database
-from app.storage.run_log import RunLog
+from app.storage.runs import RunStores
 from app.tools.builtin.todos import todo_tools
 from app.tools.executor import ToolExecutor
 from app.tools.registry import ToolRegistry
@@ -51,7 +51,7 @@ class _Run:
 
 async def _run(database: Database, tenant: str | None = None) -> _Run:
     tenant = tenant or f"tt-{uuid4().hex[:8]}"
-    task_id, _ = await stored_task(RunLog(database), tenant)
+    task_id, _ = await stored_task(RunStores.of(database).queue, tenant)
     return _Run(TodoLists(database), tenant, task_id)
 
 

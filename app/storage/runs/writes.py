@@ -1,0 +1,335 @@
+"""The write side of runs: each batch of a run's events with what it changes, and the end of a
+task that ends without its run — every write conditional on the run's hold on its task."""
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from app.chain import ChainStatus, ErrorCode, TaskState
+from app.chain.models import utc_now
+from app.storage.notify import EVENTS, WEBHOOKS
+from app.storage.records import TaskRecord
+from app.storage.runs.announce import RunStore
+from app.storage.runs.group_write import (
+    GROUP_WRITE,
+    GROUP_WRITE_WITH_DELIVERIES,
+    USAGE_SUMS,
+    group_document,
+)
+from app.storage.runs.rows import UNFINISHED, CostRow, EventRow, Fence, RunWrite
+from app.storage.tables import (
+    audit_events,
+    cost_records,
+    model_usage,
+    reasoning_chains,
+    reasoning_steps,
+    task_events,
+    tasks,
+    webhook_deliveries,
+)
+from app.storage.types import RawJSON
+from app.storage.webhook_outbox import stage_task_end
+
+
+class RunWrites(RunStore):
+    """Stores runs' writes. A run writes only its own task's rows, so statements are keyed
+    by task and chain ids (callers read through the tenant-scoped repositories)."""
+
+    async def append(
+        self, writes: Sequence[RunWrite], audits: Sequence[Mapping[str, Any]] = ()
+    ) -> set[UUID]:
+        """Stores the writes of any number of runs in one transaction (group commit), in
+        order (a later write of a run overrides an earlier one's changes), each only where
+        its run still holds its task (`RunWrite.fence`) and the task's stored events end
+        where the write begins; `audits` (each with its `tenant_id`) are audit rows of
+        requests, stored with them. Returns the tasks whose writes were refused: their runs
+        no longer hold them. A write found stored already (tried again after a commit whose
+        answer was lost) counts as stored, never twice."""
+        entries: dict[UUID, dict[str, Any]] = {}
+        chains: dict[UUID, dict[str, Any]] = {}
+        for write in writes:
+            entry = entries.get(write.task_id)
+            if entry is None:
+                fence = write.fence
+                entry = entries[write.task_id] = {
+                    "row_id": write.task_id,
+                    "runner_id": fence.runner_id,
+                    "epoch": fence.epoch,
+                    "after_seq": write.after_seq,
+                }
+            entry.update(write.task_changes)
+            entry["last_seq"] = write.last_seq
+            if write.chain_changes:
+                chain = chains.setdefault(
+                    write.chain_id, {"row_id": write.chain_id, "task_id": write.task_id}
+                )
+                chain.update(write.chain_changes)
+        if self.database.is_sqlite:
+            refused = await self._append_here(entries, chains, writes, audits)
+        else:
+            refused = await self._append_group(entries, chains, writes, audits)
+        if refused:
+            refused -= await self._stored_already({task: entries[task] for task in refused})
+        return refused
+
+    async def _append_group(
+        self,
+        entries: dict[UUID, dict[str, Any]],
+        chains: dict[UUID, dict[str, Any]],
+        writes: Sequence[RunWrite],
+        audits: Sequence[Mapping[str, Any]],
+    ) -> set[UUID]:
+        """Postgres: the whole group in one statement (see `group_write`)."""
+        document = group_document(
+            [entries[key] for key in sorted(entries)],
+            [chains[key] for key in sorted(chains)],
+            writes,
+            audits,
+        )
+        # Runs nobody hears of use the statement without the outbox's parts.
+        deliveries = any(write.deliveries for write in writes)
+        statement = GROUP_WRITE_WITH_DELIVERIES if deliveries else GROUP_WRITE
+        async with self.database.autocommit() as connection:
+            result = await connection.execute(statement, {"doc": document, "now": utc_now()})
+            stored = set(result.scalar_one() or ())
+        return {task for task in entries if task not in stored}
+
+    async def _append_here(
+        self,
+        entries: dict[UUID, dict[str, Any]],
+        chains: dict[UUID, dict[str, Any]],
+        writes: Sequence[RunWrite],
+        audits: Sequence[Mapping[str, Any]],
+    ) -> set[UUID]:
+        """The embedded database: the same, statement by statement in one transaction (it
+        has one writer, so the sums of the roll-up are made here, in decimals)."""
+        t = tasks.c
+        async with self.announcing() as (connection, notes):
+            stored: set[UUID] = set()
+            for task_id in sorted(entries):
+                entry = entries[task_id]
+                changes = {k: v for k, v in entry.items() if k not in _FENCE_KEYS}
+                result = await connection.execute(
+                    update(tasks)
+                    .where(t.id == task_id, t.runner_id == entry["runner_id"])
+                    .where(t.owner_epoch == entry["epoch"], t.last_seq == entry["after_seq"])
+                    .values(**changes)
+                )
+                if result.rowcount == 1:
+                    stored.add(task_id)
+            for chain_id in sorted(chains):
+                chain = chains[chain_id]
+                if chain["task_id"] in stored:
+                    changes = {k: v for k, v in chain.items() if k not in ("row_id", "task_id")}
+                    await connection.execute(
+                        update(reasoning_chains)
+                        .where(reasoning_chains.c.id == chain_id)
+                        .values(**changes)
+                    )
+            kept = [write for write in writes if write.task_id in stored]
+            costs = [row for write in kept for row in write.costs]
+            for table, rows in (
+                (reasoning_steps, [row for write in kept for row in write.steps]),
+                (task_events, [row for write in kept for row in write.events]),
+                (cost_records, costs),
+                (audit_events, [*audits, *(row for write in kept for row in write.audits)]),
+            ):
+                if rows:
+                    await connection.execute(insert(table), rows)
+            for usage in daily_usage(costs, utc_now()):
+                await _add_usage(connection, usage)
+            for task_id in sorted(stored):
+                await notes.send(EVENTS, f"{task_id}:{entries[task_id]['last_seq']}")
+            deliveries = [row for write in kept for row in write.deliveries]
+            if deliveries:
+                await connection.execute(insert(webhook_deliveries), deliveries)
+                await notes.send(WEBHOOKS)
+        return {task for task in entries if task not in stored}
+
+    async def _stored_already(self, entries: Mapping[UUID, Mapping[str, Any]]) -> set[UUID]:
+        """Of refused writes, those whose task is held as they say and ends where they end:
+        stored by an earlier try whose commit went through unanswered."""
+        t = tasks.c
+        statement = select(t.id, t.runner_id, t.owner_epoch, t.last_seq).where(
+            t.id.in_(list(entries))
+        )
+        async with self.database.read() as connection:
+            rows = (await connection.execute(statement)).all()
+        return {
+            row.id
+            for row in rows
+            if (row.runner_id, row.owner_epoch, row.last_seq)
+            == (
+                entries[row.id]["runner_id"],
+                entries[row.id]["epoch"],
+                entries[row.id]["last_seq"],
+            )
+        }
+
+    async def end_owned(
+        self,
+        task: TaskRecord,
+        fence: Fence,
+        events: list[EventRow],
+        *,
+        status: TaskState,
+        error_code: ErrorCode,
+        message: str,
+        at: datetime,
+    ) -> bool:
+        """Ends a task whose run is not live (cancelled in the queue, or one that cannot be
+        resumed) with its closing events, held by `fence`; False when it was no longer
+        unfinished or no longer held so: only a task's holder writes its events."""
+        t = tasks.c
+        async with self.announcing() as (connection, notes):
+            result = await connection.execute(
+                update(tasks)
+                .where(t.id == task.id, t.last_seq == task.last_seq)
+                .where(t.status.in_(UNFINISHED))
+                .where(t.runner_id == fence.runner_id, t.owner_epoch == fence.epoch)
+                .values(
+                    status=status,
+                    error_code=error_code,
+                    error_message=message,
+                    finished_at=at,
+                    last_seq=task.last_seq + len(events),
+                    claimable_at=None,
+                )
+            )
+            if result.rowcount != 1:
+                return False
+            await connection.execute(
+                update(reasoning_chains)
+                .where(reasoning_chains.c.id == task.chain_id)
+                .values(
+                    status=ChainStatus.CANCELLED
+                    if status is TaskState.CANCELLED
+                    else ChainStatus.FAILED,
+                    error_code=error_code,
+                    error_message=message,
+                    completed_at=at,
+                )
+            )
+            await connection.execute(insert(task_events), events)
+            await notes.send(EVENTS, f"{task.id}:{task.last_seq + len(events)}")
+            staged = await stage_task_end(
+                connection,
+                tenant_id=task.tenant_id,
+                task_id=task.id,
+                chain_id=task.chain_id,
+                request=task.request,
+                status=status,
+                error_code=error_code,
+                message=message,
+                metrics=task.usage,
+                at=at,
+            )
+            if staged:
+                await notes.send(WEBHOOKS)
+        return True
+
+    async def end_bare(self, task: TaskRecord, fence: Fence, *, message: str, at: datetime) -> None:
+        """Ends a task held by `fence` `failed` with no more than a `done` event: for a task
+        whose end could not be stored otherwise (whatever of its own data the database
+        refuses is left out)."""
+        t = tasks.c
+        seq = task.last_seq + 1
+        done = (
+            f'{{"task_id":"{task.id}","chain_id":"{task.chain_id}",'
+            f'"timestamp":"{at.isoformat()}","type":"done","final_state":"failed"}}'
+        )
+        async with self.announcing() as (connection, notes):
+            result = await connection.execute(
+                update(tasks)
+                .where(t.id == task.id, t.status.in_(UNFINISHED))
+                .where(t.runner_id == fence.runner_id, t.owner_epoch == fence.epoch)
+                .values(
+                    status=TaskState.FAILED,
+                    error_code=ErrorCode.INTERNAL_ERROR,
+                    error_message=message,
+                    finished_at=at,
+                    last_seq=seq,
+                    claimable_at=None,
+                )
+            )
+            if result.rowcount != 1:
+                return
+            await connection.execute(
+                update(reasoning_chains)
+                .where(reasoning_chains.c.id == task.chain_id)
+                .values(
+                    status=ChainStatus.FAILED,
+                    error_code=ErrorCode.INTERNAL_ERROR,
+                    error_message=message,
+                    completed_at=at,
+                )
+            )
+            await connection.execute(
+                insert(task_events),
+                [
+                    {
+                        "task_id": task.id,
+                        "seq": seq,
+                        "tenant_id": task.tenant_id,
+                        "type": "done",
+                        "data": RawJSON(done),
+                    }
+                ],
+            )
+            await notes.send(EVENTS, f"{task.id}:{seq}")
+
+
+_FENCE_KEYS = frozenset({"row_id", "runner_id", "epoch", "after_seq"})
+
+
+async def _add_usage(connection: AsyncConnection, row: dict[str, Any]) -> None:
+    """SQLite: adds a day's usage to the roll-up inside the writer's transaction. Money is
+    exact text there, so the sum is made here in decimals, never by the database in floats."""
+    u = model_usage.c
+    key = (u.tenant_id == row["tenant_id"]) & (u.day == row["day"]) & (u.model == row["model"])
+    current = (await connection.execute(select(model_usage).where(key))).first()
+    if current is None:
+        await connection.execute(insert(model_usage).values(**row))
+        return
+    sums = {name: getattr(current, name) + row[name] for name in USAGE_SUMS}
+    await connection.execute(
+        update(model_usage).where(key).values(**sums, updated_at=row["updated_at"])
+    )
+
+
+def daily_usage(costs: Iterable[CostRow], at: datetime) -> list[dict[str, Any]]:
+    """The `model_usage` increments of cost records: model calls summed per (tenant, UTC day,
+    model), sorted by that key."""
+    sums: dict[tuple[str, date, str], dict[str, Any]] = {}
+    for cost in costs:
+        model = cost["model"]
+        if model is None:
+            continue
+        key = (cost["tenant_id"], cost["recorded_at"].astimezone(UTC).date(), model)
+        row = sums.setdefault(
+            key,
+            {
+                "tenant_id": key[0],
+                "day": key[1],
+                "model": model,
+                "calls": 0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cost_usd": Decimal(0),
+                "unpriced_calls": 0,
+                "updated_at": at,
+            },
+        )
+        row["calls"] += 1
+        row["input_tokens"] += cost["input_tokens"]
+        row["output_tokens"] += cost["output_tokens"]
+        if cost["cost_usd"] is not None:
+            row["cost_usd"] += cost["cost_usd"]
+        if cost["unpriced"]:
+            row["unpriced_calls"] += 1
+    return [sums[key] for key in sorted(sums)]

@@ -1,0 +1,141 @@
+"""A thousand streams, half of them on the instance that does not run their tasks: each event
+reaches a follower there about as soon as it reaches one on the instance that runs the task
+(that instance reads each task's new events once per notice for all its followers, not once
+per follower), and the cluster keeps taking short tasks about as fast as with no stream open."""
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import httpx
+
+from tests.chaos.fleet import Fleet, fleet
+from tests.chaos.followers import following
+from tests.chaos.llm import task_input
+from tests.chaos.submit import Submitted, submit_task
+
+TASKS = 250
+FOLLOWERS_PER_TASK = 4  # two on the instance that runs the task, two on the other
+PROBES = 200  # short tasks whose submissions are timed
+PROBE_MARKERS = 10_000  # their markers start here; their model answers at once
+
+
+def delay(marker: int, _iteration: int) -> float:
+    """Probes' calls answer at once; the watched tasks' in 1 to 5 s, spread by marker, so that
+    their events come steadily rather than in one burst."""
+    return 0.0 if marker >= PROBE_MARKERS else 1.0 + (marker % 50) * 0.08
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+async def timed_submissions(group: Fleet, first: int) -> list[float]:
+    """Submits PROBES short tasks, alternately to each instance, one after the other, each
+    timed from its request to its 202."""
+    took = []
+    headers = {"Authorization": f"Bearer {group.token}"}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as client:
+        for index in range(PROBES):
+            instance = group.live()[index % 2]
+            body = {"input": task_input(first + index)}
+            started = time.monotonic()
+            response = await client.post(f"{instance.base_url}/api/v1/tasks", json=body)
+            took.append(time.monotonic() - started)
+            assert response.status_code == 202, response.text
+    return took
+
+
+async def submitted_to_a(group: Fleet, markers: range) -> list[Submitted]:
+    """Tasks submitted to `a`, which has room for them all: `a` runs them."""
+    return [await submit_task(group, marker, first=0) for marker in markers]
+
+
+@dataclass
+class Stream:
+    """One stream read to its end by a light client (aiohttp: a thousand at once must not
+    make the reader itself the bottleneck): the lag of each live event (made after the stream
+    opened), from its making (a step's timestamp, else the event's) to its arrival."""
+
+    task_id: str
+    instance: str
+    lags_s: list[float] = field(default_factory=list)
+    opened: bool = False
+    done: bool = False
+
+    async def read(self, session: aiohttp.ClientSession, base_url: str, changes: Any) -> None:
+        url = f"{base_url}/api/v1/tasks/{self.task_id}/events"
+        opened_at = datetime.now(UTC)
+        async with session.get(url) as response:
+            assert response.status == 200, await response.text()
+            kind = ""
+            async for raw in response.content:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: "):
+                    arrived = datetime.now(UTC)
+                    body = json.loads(line[6:])
+                    step = body.get("step")
+                    stamp = step["timestamp"] if isinstance(step, dict) else body.get("timestamp")
+                    made = None if stamp is None else datetime.fromisoformat(stamp)
+                    if made is not None and made > opened_at:
+                        self.lags_s.append((arrived - made).total_seconds())
+                    if not self.opened:
+                        self.opened = True
+                        changes.notify()
+                    if kind == "done":
+                        self.done = True
+                        return
+
+
+async def test_streams_on_the_other_instance_keep_up_with_the_owners(tmp_path: Path) -> None:
+    async with fleet(tmp_path, llm_delay_s=delay) as group:
+        await group.start_all("a", "b")
+        base = {instance.name: instance.base_url for instance in group.live()}
+        # The baseline: the same load, no stream open.
+        unwatched = await submitted_to_a(group, range(TASKS))
+        baseline = await timed_submissions(group, PROBE_MARKERS)
+        async with following(group, unwatched, deadline_s=120, on="a") as done:
+            await done.until_done()
+
+        watched = await submitted_to_a(group, range(TASKS, 2 * TASKS))
+        streams = [Stream(task.task_id, name) for task in watched for name in ("a", "a", "b", "b")]
+        headers = {"Authorization": f"Bearer {group.token}"}
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(headers=headers, connector=connector) as session:
+            reading = [
+                asyncio.ensure_future(stream.read(session, base[stream.instance], group.changes))
+                for stream in streams
+            ]
+            # Timed once every stream is open and has what its task stored so far.
+            await group.changes.wait_for(
+                lambda: all(stream.opened for stream in streams),
+                timeout_s=60,
+                what="every stream open",
+            )
+            loaded = await timed_submissions(group, PROBE_MARKERS + PROBES)
+            async with asyncio.timeout(120):
+                await asyncio.gather(*reading)
+        assert all(stream.done for stream in streams)
+        lags = {
+            name: [lag for stream in streams if stream.instance == name for lag in stream.lags_s]
+            for name in ("a", "b")
+        }
+        owner, other = p99(lags["a"]), p99(lags["b"])
+        print(
+            f"{len(streams)} streams: event lag p99 on the owner {owner * 1000:.1f} ms "
+            f"({len(lags['a'])} events), on the other instance {other * 1000:.1f} ms "
+            f"({len(lags['b'])} events); submit p99 {p99(baseline) * 1000:.1f} ms without "
+            f"streams, {p99(loaded) * 1000:.1f} ms with"
+        )
+        assert other <= 2 * owner, f"the other instance's p99 lag {other:.3f} s, owner {owner:.3f}"
+        assert p99(loaded) <= 2 * p99(baseline), (
+            f"submit p99 {p99(loaded):.3f} s with streams, {p99(baseline):.3f} s without"
+        )
