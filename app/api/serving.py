@@ -6,6 +6,7 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from types import FrameType
 
 import uvicorn
 from fastapi import FastAPI
@@ -27,12 +28,25 @@ class DrainingServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: FastAPI, *, grace_s: float) -> None:
         super().__init__(config)
         self.ready = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._app = app
         self._grace_s = grace_s
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
         await super().startup(sockets=sockets)
         self.ready.set()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        # At once, not at uvicorn's next tick: no call starts from the signal on.
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._begin_drain)
+
+    def _begin_drain(self) -> None:
+        state: AppState | None = getattr(self._app.state, "omniforge", None)
+        if state is not None:
+            state.runs.begin_drain()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         loop = asyncio.get_running_loop()

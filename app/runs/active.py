@@ -59,6 +59,8 @@ class ActiveRuns:
         self._live_here = live_here
         self._tracer = tracer
         self._runs: dict[UUID, LiveRun] = {}
+        # Draining: every run, and every run that starts from now on, starts no new call.
+        self._releasing = False
         self._sensitive_fields: frozenset[str] = frozenset()
         self._audit_levels: dict[str, str] = {}
 
@@ -166,6 +168,8 @@ class ActiveRuns:
         run.store_with(live.stored_through, self._writer.gate.wait_open)
         self._runs[task.id] = live
         self._live_here(task.id)
+        if self._releasing:
+            run.release()
         live.reader = asyncio.create_task(self._record(live), name=f"record-{task.id}")
         return live
 
@@ -254,28 +258,33 @@ class ActiveRuns:
             self._metrics.calls_cut.labels(reason).inc(cut)
             logger.warning("task %s's run stopped here (%s); calls cut: %d", live.task_id, why, cut)
 
-    async def release_all(self, grace_s: float, *, hand_over_s: float = 0.2) -> None:
-        """Drains: each run starts no further call, lets the calls under way finish and be
-        stored, and hands its task over, within `grace_s` in all; a run still in a call when
-        only `hand_over_s` of it is left is cut there (its calls under way counted, and made
-        again by whoever resumes it). Returns once every hand-over is stored, or the grace
-        is over."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace_s
-        lives = self.all()
-        for live in lives:
+    def release_runs(self) -> None:
+        """Every run here, and every run that starts here from now on, starts no further
+        call: each is released once its calls under way have their results (synchronous:
+        callable from a signal)."""
+        self._releasing = True
+        for live in self.all():
             live.run.release()
+
+    async def release_all(self, deadline: float, *, hand_over_s: float = 0.1) -> None:
+        """Drains: each run starts no further call, lets the calls under way finish and be
+        stored, and hands its task over, by `deadline` (the event loop's time); a run still
+        in a call when only `hand_over_s` is left is cut there (its calls under way counted,
+        and made again by whoever resumes it). Returns once every hand-over is stored, or the
+        deadline has passed."""
+        loop = asyncio.get_running_loop()
+        self.release_runs()
+        lives = self.all()
         pending = await wait_stored(lives, max(deadline - loop.time() - hand_over_s, 0.0))
         for live in pending:
             cut = live.run.calls_under_way
             if cut:
                 self._metrics.calls_cut.labels("shutdown").inc(cut)
                 logger.warning(
-                    "task %s: %d calls under way cut by the shutdown grace (%g s); they will "
-                    "be made again where its run is resumed",
+                    "task %s: %d calls under way cut by the shutdown grace; they will be made "
+                    "again where its run is resumed",
                     live.task_id,
                     cut,
-                    grace_s,
                 )
             live.run.release(now=True)
         await wait_stored(pending, max(deadline - loop.time(), 0.1))

@@ -159,7 +159,17 @@ class StoredFeeds:
             page = pages.get(feed.task_id)
             if not page or feed.channel.closed:
                 continue
+            last = feed.channel.last_seq
             events = [stream_event(feed.task_id, feed.chain_id, item) for item in page]
+            events = [event for event in events if event.seq > last]
+            if events and events[0].seq != last + 1:
+                # Not a stream this feed can follow (events missing from the store): its
+                # subscribers read on from the store themselves.
+                logger.error(
+                    "task %s's stored stream skips from %d to %d", feed.task_id, last, events[0].seq
+                )
+                self._drop(feed)
+                continue
             feed.channel.publish(events)
             if any(_ends(event) for event in events):
                 self._drop(feed)

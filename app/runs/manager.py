@@ -172,6 +172,8 @@ class RunManager:
         # Set when this process begins to drain: streams end (their clients reconnect to
         # another instance) and nothing new starts here.
         self.draining = asyncio.Event()
+        self._drain_began = 0.0
+        self._drained = False
         self.metrics.count_active_runs(self._active.__len__)
         notices = stores.notices
         notices.listen(QUEUE, self._queued)
@@ -453,18 +455,31 @@ class RunManager:
         self._active.let_go_all("lost", "this instance lost its lease")
         self._queue.drop_starting()
 
-    async def drain(self, grace_s: float) -> None:
-        """Begins a shutdown: claims nothing more, lets each run's calls under way finish and
-        be stored (none starts after this), and hands the runs over to the queue for another
-        instance to resume at once — all within `grace_s`; a call still under way past it is
-        cut (counted), and made again where its run is resumed. Streams of this process then
-        end, for their clients to reconnect elsewhere. Idempotent."""
+    def begin_drain(self) -> None:
+        """Nothing new starts here from now on: no claim, and no call in any run (calls
+        under way finish); streams of this process end, for their clients to reconnect
+        elsewhere. Synchronous, so that a signal's handler can call it at once."""
         if self.draining.is_set():
             return
+        self._drain_began = asyncio.get_running_loop().time()
         self.draining.set()
+        self._queue.stop_claiming()
+        self._active.release_runs()
+
+    async def drain(self, grace_s: float) -> None:
+        """A shutdown's drain (see `begin_drain`, which it calls if nobody did): lets each
+        run's calls under way finish and be stored, and hands the runs over to the queue for
+        another instance to resume at once — all within `grace_s` of the drain's beginning;
+        a call still under way past it is cut (counted), and made again where its run is
+        resumed. Idempotent."""
+        if self._drained:
+            return
+        self._drained = True
+        self.begin_drain()
+        deadline = self._drain_began + grace_s
         await self._queue.stop()
         await self._timeouts.stop()
-        await self._active.release_all(grace_s)
+        await self._active.release_all(deadline)
 
     async def stop(self, grace_s: float) -> None:
         """Drains (see `drain`), then gives up the lease."""

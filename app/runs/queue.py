@@ -71,10 +71,14 @@ class RunQueue:
         self._claimer = asyncio.create_task(self._claim_loop(), name="run-claimer")
         self._wake.set()
 
-    async def stop(self) -> None:
-        """Claims nothing more; what is being given back is left to the lease check."""
+    def stop_claiming(self) -> None:
+        """Claims and reserves nothing from now on (synchronous: callable from a signal)."""
         self._draining = True
         self._wake.set()
+
+    async def stop(self) -> None:
+        """Claims nothing more; what is being given back is left to the lease check."""
+        self.stop_claiming()
         if self._claimer is not None:
             self._claimer.cancel()
             await asyncio.wait([self._claimer])

@@ -127,8 +127,9 @@ class PostgresNotices(Notices):
 
     def _terminated(self, _connection: Any) -> None:
         self._lost.set()
-        for callback in self.on_lost:
-            callback()
+        if self._watch is not None and not self._watch.done():  # not this process's own close
+            for callback in self.on_lost:
+                callback()
 
     def _received(self, _connection: Any, _pid: int, channel: str, payload: str) -> None:
         self.deliver(channel, payload)

@@ -15,8 +15,7 @@ import aiohttp
 import httpx
 
 from tests.chaos.fleet import Fleet, fleet
-from tests.chaos.followers import following
-from tests.chaos.llm import task_input
+from tests.chaos.llm import CALLS_PER_TASK, task_input
 from tests.chaos.submit import Submitted, submit_task
 
 TASKS = 250
@@ -102,8 +101,11 @@ async def test_streams_on_the_other_instance_keep_up_with_the_owners(tmp_path: P
         # The baseline: the same load, no stream open.
         unwatched = await submitted_to_a(group, range(TASKS))
         baseline = await timed_submissions(group, PROBE_MARKERS)
-        async with following(group, unwatched, deadline_s=120, on="a") as done:
-            await done.until_done()
+        await group.changes.wait_for(
+            lambda: all(group.llm.answered(task.marker) == CALLS_PER_TASK for task in unwatched),
+            timeout_s=120,
+            what="the baseline's tasks done",
+        )
 
         watched = await submitted_to_a(group, range(TASKS, 2 * TASKS))
         streams = [Stream(task.task_id, name) for task in watched for name in ("a", "a", "b", "b")]
