@@ -48,15 +48,14 @@ class Instance:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def command(self) -> list[str]:
+        """What starts the process."""
+        return [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port)]
+
     async def start(self) -> None:
         """Starts the process; returns once it accepts requests."""
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "app.cli",
-            "serve",
-            "--port",
-            str(self.port),
+            *self.command(),
             env={**os.environ, **self.env},
             stderr=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.DEVNULL,

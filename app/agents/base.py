@@ -241,6 +241,7 @@ class _RunEvents:
         "ended",
         "queue",
         "ready",
+        "releasing",
         "stored_through",
     )
 
@@ -258,11 +259,18 @@ class _RunEvents:
         self.stored_through: Callable[[int], Awaitable[None]] | None = None
         # Returns once the run may start calls (`AgentRun.store_with`).
         self.ready: Callable[[], Awaitable[None]] | None = None
+        # The run was released: it starts no further call (`AgentRun.release`).
+        self.releasing = False
 
     async def stored(self) -> None:
-        """Returns once every event queued so far is stored (at once where nothing is)."""
+        """Returns once every event queued so far is stored (at once where nothing is). A run
+        released while its calls waited for that stops here (`RunReleased`): they were
+        recorded but never started, and whoever resumes the run makes them."""
         if self.stored_through is not None:
             await self.stored_through(self.emitted)
+            if self.releasing:
+                self.close()
+                raise RunReleased
 
     async def may_call(self) -> None:
         """Returns once the run may start calls (at once where nothing holds it back)."""
@@ -335,7 +343,6 @@ class AgentRun:
         self._under_way: set[Any] = set()
         # Results this run recorded (not those of stored steps a resumed run replays).
         self.results_made = 0
-        self._releasing = False
         self._suspended = False
         self.chain.add_listener(self._on_step)
         self.chain.status = ChainStatus.THINKING
@@ -444,7 +451,7 @@ class AgentRun:
         the last step it completed (no `done`)."""
         if self._runner.done() or self._cancel_reason is not None:
             return
-        self._releasing = True
+        self._events.releasing = True
         if now or not self._under_way:
             self._stop_released()
 
@@ -600,7 +607,7 @@ class AgentRun:
         )
 
     def _on_step(self, step: ReasoningStep) -> None:
-        if self._releasing:
+        if self._events.releasing:
             if step.tool_call is not None:
                 # A released run starts no further call: it stops here, this step unrecorded.
                 self._events.close()

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.errors import RETRY_AFTER_S, unavailable_response
 from app.api.openai_compat.errors import OpenAIErrorBodies
 from app.governance.limits import LimitStoreUnavailable
-from app.storage.errors import is_transient
+from app.storage.errors import describe, is_transient
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ async def _answer(
     scope: Scope, receive: Receive, send: Send, exc: Exception, outage: Unavailable
 ) -> None:
     request = f"{scope['method']} {scope['path']}"
-    why = f"{outage.what} ({_cause(exc)})"
+    why = f"{outage.what} ({describe(exc)})"
     detail = f"{outage.what}; try again shortly"
     answer = OpenAIErrorBodies(
         unavailable_response(
@@ -118,15 +118,3 @@ def _body_received(scope: Scope) -> bool:
         if name == b"transfer-encoding":
             return False
     return True
-
-
-def _cause(error: BaseException) -> str:
-    """The driver's error in one line, e.g. `ConnectionRefusedError: [Errno 111] Connect call
-    failed ('127.0.0.1', 5432)` (SQLAlchemy's own text adds the statement and a link)."""
-    if isinstance(error, BaseExceptionGroup):
-        return _cause(error.exceptions[0])
-    original = getattr(error, "orig", None)
-    if isinstance(original, BaseException):
-        error = original
-    first_line = next(iter(str(error).splitlines()), "")
-    return f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__

@@ -254,9 +254,7 @@ class ActiveRuns:
         """Stops every run here at once, writing nothing more of them (this process lost its
         lease: their tasks are others' to go on with)."""
         for live in self.all():
-            cut = live.let_go()
-            self._metrics.calls_cut.labels(reason).inc(cut)
-            logger.warning("task %s's run stopped here (%s); calls cut: %d", live.task_id, why, cut)
+            live.let_go(self._metrics, reason, why)
 
     def release_runs(self) -> None:
         """Every run here, and every run that starts here from now on, starts no further

@@ -18,7 +18,7 @@ from uuid import UUID
 from app.runs.channel import RunChannel, StreamEvent
 from app.runs.outage import StoreGate
 from app.runs.recorder import stream_event
-from app.storage.errors import is_transient
+from app.storage.errors import describe, is_transient
 from app.storage.notify import stored_events
 from app.storage.runs import StreamReads, TaskQueue
 from app.storage.runs.streams import StreamRead
@@ -145,7 +145,9 @@ class StoredFeeds:
                     logger.exception("reading followed streams failed; trying again")
                     await asyncio.sleep(1.0)
                     continue
-                logger.warning("reading followed streams failed (%s); waiting for the store", exc)
+                logger.warning(
+                    "reading followed streams failed (%s); waiting for the store", describe(exc)
+                )
                 self._gate.failed()
                 await self._gate.wait_open()
 

@@ -18,7 +18,7 @@ from uuid import UUID, uuid4
 
 from app.chain.models import utc_now
 from app.runs.outage import StoreGate
-from app.storage.errors import is_transient
+from app.storage.errors import describe, is_transient
 from app.storage.runs import RunnerLease, RunnerLeases, TaskQueue
 
 logger = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ class LeaseKeeper:
             except Exception as exc:
                 if is_transient(exc):
                     self._gate.failed()
-                logger.warning("renewing the runner lease failed (%s); trying again", exc)
+                logger.warning("renewing the runner lease failed (%s); trying again", describe(exc))
 
     async def renew(self) -> None:
         """Renews the lease; finding it given up, stops every run here (`lost`) and registers

@@ -1,6 +1,7 @@
 """A run live in this process: what records it, what streams it, and whether it is stored."""
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from uuid import UUID
@@ -9,7 +10,7 @@ from app.agents import AgentRun
 from app.chain import StepType, ToolType, VisibilityLevel
 from app.chain.events import OutputDeltaEvent
 from app.runs.channel import LiveDelta, Relay, RunChannel
-from app.runs.metrics import RunLabels
+from app.runs.metrics import RunLabels, RunMetrics
 from app.runs.recorder import RunRecorder
 from app.security.visibility import StepFacts
 from app.storage.runs import RunWrite
@@ -18,6 +19,8 @@ from app.storage.text import dump_model
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.models import OutputDelta
 from app.tools.recording import CostRecord
+
+logger = logging.getLogger(__name__)
 
 _RESULT = StepType.TOOL_RESULT.value
 
@@ -60,19 +63,20 @@ class LiveRun:
         """A batch of it is stored."""
         self.results_stored += sum(1 for step in write.steps if step["type"] == _RESULT)
 
-    def let_go(self) -> int:
+    def let_go(self, metrics: RunMetrics, reason: str, why: str) -> None:
         """Stops the run at once, writing nothing more of it (its task is left as stored,
         for another run of it to go on from): no further call starts, and its followers read
-        on from the store. Returns how many of its calls are cut (under way, or made without
-        their results stored): the next run of its task makes them again."""
+        on from the store. Its calls under way, or made without their results stored, are
+        counted as cut (`reason`): the next run of its task makes them again."""
         if self.lost:
-            return 0
+            return
         self.lost = self.broken = True
         cut = self.run.calls_under_way + self.run.results_made - self.results_stored
         self.run.release(now=True)
         self.channel.close()
         self.stored.set()
-        return cut
+        metrics.calls_cut.labels(reason).inc(cut)
+        logger.warning("task %s's run stopped here (%s); calls cut: %d", self.task_id, why, cut)
 
     @property
     def stored_seq(self) -> int:

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from app.runs.background import Background
 from app.runs.outage import StoreGate
-from app.storage.errors import is_transient
+from app.storage.errors import describe, is_transient
 from app.storage.records import TaskRecord
 from app.storage.runs import TaskQueue
 
@@ -132,7 +132,9 @@ class RunQueue:
             except Exception as exc:
                 if is_transient(exc):
                     # Tried again once the store takes writes (the lease keeper finds out).
-                    logger.warning("claiming queued tasks failed (%s); waiting for the store", exc)
+                    logger.warning(
+                        "claiming queued tasks failed (%s); waiting for the store", describe(exc)
+                    )
                     self._gate.failed()
                     await self._gate.wait_open()
                 else:

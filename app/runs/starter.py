@@ -29,7 +29,7 @@ from app.runs.recorder import closing_events, event_row
 from app.runs.recordings import RecordingGone, recording_of
 from app.runs.trails import RunTrails, stale_trails
 from app.security import Principal
-from app.storage.errors import is_transient
+from app.storage.errors import describe, is_transient
 from app.storage.records import TaskRecord
 from app.storage.runs import RunStores
 from app.storage.runs.queue import held_by
@@ -170,7 +170,9 @@ class RunStarter:
         except Exception as exc:
             if is_transient(exc):  # the store's trouble, not the task's: it is not failed
                 logger.warning(
-                    "starting task %s failed (%s); it goes back to the queue", task.id, exc
+                    "starting task %s failed (%s); it goes back to the queue",
+                    task.id,
+                    describe(exc),
                 )
                 await self._give_back(task, failed=False)
                 return

@@ -39,7 +39,7 @@ from app.runs.channel import StreamEvent
 from app.runs.live import LiveRun
 from app.runs.metrics import RunMetrics
 from app.runs.outage import StoreGate
-from app.storage.errors import StoreUnavailable, is_transient
+from app.storage.errors import StoreUnavailable, describe, is_transient
 from app.storage.runs import RunWrite, RunWrites
 
 logger = logging.getLogger(__name__)
@@ -243,7 +243,7 @@ class RunWriter:
                 continue
             live = item.live
             if live.task_id in lost:
-                self._let_go(live, "lost", "another instance holds its task now")
+                live.let_go(self._metrics, "lost", "another instance holds its task now")
                 continue
             if live.lost:
                 continue
@@ -279,7 +279,7 @@ class RunWriter:
                 delay = self._retry_delays_s[min(attempt, len(self._retry_delays_s) - 1)]
                 attempt += 1
                 if attempt == 1:
-                    logger.warning("storing run events failed; trying again (%s)", error)
+                    logger.warning("storing run events failed; trying again (%s)", describe(error))
                 await asyncio.sleep(delay)
                 continue
             self.gate.succeeded()
@@ -293,18 +293,10 @@ class RunWriter:
             if isinstance(item, _RunBatch):
                 if not item.live.lost:
                     message = f"the store was unavailable for more than {self._outage_s:g} s"
-                    self._let_go(item.live, "outage", message)
+                    item.live.let_go(self._metrics, "outage", message)
             elif item.lazy:
                 self._metrics.audit_rows_dropped.inc(len(item.rows))
                 logger.error("%d audit rows were lost to a store outage", len(item.rows))
-
-    def _let_go(self, live: LiveRun, reason: str, why: str) -> None:
-        """Stops a run whose events will not be stored by it (nothing more is written of
-        it): another run of its task goes on from what is stored. Calls whose results it
-        cannot store are counted as cut (`reason`): they are the ones made again."""
-        cut = live.let_go()
-        self._metrics.calls_cut.labels(reason).inc(cut)
-        logger.warning("task %s's run stopped here (%s); calls cut: %d", live.task_id, why, cut)
 
     async def _end(self, ends: list[_RunEnd]) -> None:
         """Ends each run `failed`/`internal_error`: its agent is stopped, its closing events

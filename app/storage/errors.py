@@ -60,3 +60,15 @@ def is_transient(error: BaseException) -> bool:
     if isinstance(error, sa_exc.TimeoutError | ConnectionError | TimeoutError | socket.gaierror):
         return True
     return isinstance(error, OSError) and error.errno in _NETWORK_ERRNOS
+
+
+def describe(error: BaseException) -> str:
+    """The driver's error in one line, e.g. `ConnectionRefusedError: [Errno 111] Connect call
+    failed ('127.0.0.1', 5432)` (SQLAlchemy's own text adds the statement and a link)."""
+    if isinstance(error, BaseExceptionGroup):
+        return describe(error.exceptions[0])
+    original = getattr(error, "orig", None)
+    if isinstance(original, BaseException):
+        error = original
+    first_line = next(iter(str(error).splitlines()), "")
+    return f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__

@@ -144,15 +144,15 @@ class ToolExecutor:
         abort: GuardRejection | None = None
         live = [call for call in prepared if call.recorded is None]
         registry = context.tools or self.registry
-        if context.stored is not None and any(
-            call.failure is None and not registry.idempotent(call.invocation.name) for call in live
-        ):
-            await context.stored()
-        if len(live) <= 1:
-            pending: dict[int, asyncio.Future[_Outcome]] = {}
-        else:
-            pending = {id(p): asyncio.ensure_future(self._run(p)) for p in live}
+        pending: dict[int, asyncio.Future[_Outcome]] = {}
         try:
+            if context.stored is not None and any(
+                call.failure is None and not registry.idempotent(call.invocation.name)
+                for call in live
+            ):
+                await context.stored()
+            if len(live) > 1:
+                pending = {id(p): asyncio.ensure_future(self._run(p)) for p in live}
             for call in prepared:
                 if call.recorded is not None:
                     results.append(_replayed(chain, call, call.recorded))

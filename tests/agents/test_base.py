@@ -1,22 +1,30 @@
 """CoTAgent and ReasoningEngine as a user's own agent sees them, on the offline demo model."""
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from app.agents import AgentRuntime, AgentTask, CoTAgent, ReasoningEngine, RuntimeSettings
+from app.agents.base import AgentRun
 from app.chain import (
     ChainCompletedEvent,
     ChainFailedEvent,
     ChainStatus,
     DoneEvent,
     ErrorCode,
+    ReasoningStepEvent,
     StepType,
     TaskState,
+    ToolType,
 )
 from app.chain.errors import ChainAbort
 from app.config import Settings
+from app.tools.base import BaseTool
 from app.tools.builtin import CalculatorTool, CurrentTimeTool
+from app.tools.executor import ToolExecutor
+from app.tools.models import ToolCallContext, ToolDefinition, ToolOutput
+from app.tools.registry import ToolRegistry
 
 
 @pytest.fixture(scope="module")
@@ -189,3 +197,55 @@ async def test_cancel_ends_the_run_with_cancelled_events(runtime: AgentRuntime) 
     assert isinstance(done, DoneEvent)
     assert done.final_state is TaskState.CANCELLED
     assert await run.wait() is run.chain
+
+
+class Sends(BaseTool):
+    """A call with side effects (not idempotent): it starts only once its step is stored."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(name="send", type=ToolType.CUSTOM, description="Sends.")
+
+    async def execute(self, arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
+        self.calls += 1
+        return ToolOutput("sent")
+
+
+class SendsOnce(CoTAgent):
+    agent_id = "sends-once"
+
+    async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
+        sent = await engine.call_tool("send", {})
+        engine.add_synthesis("sent", [sent.result_step.id])
+
+
+async def test_a_run_released_while_its_call_waits_to_be_stored_never_makes_the_call() -> None:
+    tool = Sends()
+    run = SendsOnce(ToolExecutor(ToolRegistry([tool])), default_model="x").start(
+        AgentTask(input="x")
+    )
+    waiting, stored = asyncio.Event(), asyncio.Event()
+
+    async def stored_through(count: int) -> None:
+        waiting.set()
+        await stored.wait()
+
+    run.store_with(stored_through)
+    reader = asyncio.ensure_future(_all_events(run))
+    await waiting.wait()  # its call step is recorded; the call waits for it to be stored
+    run.release()
+    stored.set()
+    events = await reader
+
+    assert tool.calls == 0
+    assert run.released
+    steps = [event.step.type for event in events if isinstance(event, ReasoningStepEvent)]
+    assert steps == [StepType.TOOL_CALL]  # its resumer finds the call unanswered, and makes it
+    assert not any(isinstance(event, DoneEvent) for event in events)
+
+
+async def _all_events(run: AgentRun) -> list[object]:
+    return [event async for batch in run.event_batches() for event in batch]

@@ -3,18 +3,13 @@
 hostname. Two of them have the same hostname and the same pid, as two containers on one node's
 network (and with its name) have."""
 
-import asyncio
 import os
 import shutil
 import signal
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.cluster import Instance
-
-# Uvicorn logs both, in either order, once the app started and its socket is bound.
-_STARTED = ("Application startup complete", "Uvicorn running on")
 
 
 @dataclass
@@ -24,38 +19,14 @@ class NamespacedInstance(Instance):
     takes the server with it should it be killed itself. As pid 1 the server ignores the
     SIGTERM it raises again on itself once shut down, so `terminate()` returns 0, not -15."""
 
-    async def start(self) -> None:
+    def command(self) -> list[str]:
         unshare = shutil.which("unshare")
         if unshare is None:
             raise AssertionError("no unshare (util-linux): needed for a PID namespace")
         # Without root, a user namespace of its own grants the right to make the others.
         as_user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
-        self.process = await asyncio.create_subprocess_exec(
-            unshare,
-            *as_user,
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            "--kill-child",
-            sys.executable,
-            "-m",
-            "app.cli",
-            "serve",
-            "--port",
-            str(self.port),
-            env={**os.environ, **self.env},
-            stderr=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.DEVNULL,
-        )
-        assert self.process.stderr is not None
-        waiting = set(_STARTED)
-        while waiting:
-            line = (await self.process.stderr.readline()).decode()
-            self.output.append(line)
-            if not line:
-                raise AssertionError(f"{self.name} exited before it started:\n{self.log}")
-            waiting = {marker for marker in waiting if marker not in line}
-        self._drain = asyncio.create_task(self._read_output())
+        pid_namespace = ["--pid", "--fork", "--mount-proc", "--kill-child"]
+        return [unshare, *as_user, *pid_namespace, *super().command()]
 
     def server_pid(self) -> int | None:
         """The server's pid as this host sees it (it is 1 in its own namespace); None once

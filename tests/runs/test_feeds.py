@@ -3,6 +3,7 @@ process, not once per subscriber: a hundred followers of two tasks cost one read
 per burst of notices, and each follower gets every event, in order."""
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID, uuid4
@@ -12,7 +13,7 @@ from sqlalchemy import event
 
 from app.chain import TaskState
 from app.runs.channel import StreamEvent
-from app.runs.feeds import StoredFeeds
+from app.runs.feeds import StoredFeed, StoredFeeds
 from app.runs.outage import StoreGate
 from app.storage import Database
 from app.storage.notify import EVENTS, notices_for
@@ -65,38 +66,40 @@ async def test_a_hundred_followers_of_tasks_run_elsewhere_share_one_read_per_not
     stores.notices.listen(EVENTS, feeds.stored)
     received: dict[tuple[UUID, int], list[int]] = {}
 
-    async def follow(task_id: UUID, chain_id: UUID, index: int) -> None:
-        with feeds.joined(tenant, task_id, chain_id, 0) as feed:
-            got = received.setdefault((task_id, index), [])
-            async for item in feed.channel.follow(0):
-                assert isinstance(item, StreamEvent)
-                got.append(item.seq)
-                if len(got) == 6:
-                    return
+    async def follow(feed: StoredFeed, index: int) -> None:
+        got = received.setdefault((feed.task_id, index), [])
+        async for item in feed.channel.follow(0):
+            assert isinstance(item, StreamEvent)
+            got.append(item.seq)
+            if len(got) == 6:
+                return
 
-    following = [
-        asyncio.ensure_future(follow(task_id, chain_id, index))
-        for task_id, chain_id in runs
-        for index in range(FOLLOWERS)
-    ]
-    await asyncio.sleep(0)  # every follower has joined its task's feed
-    assert len(feeds) == 2
-    before = len(reads)
-    for batch in range(3):  # three group writes of both tasks, each announced once
-        writes = [
-            RunWrite(
-                task_id,
-                chain_id,
-                Fence("elsewhere", 1),
-                batch * 2,
-                batch * 2 + 2,
-                events=_events(task_id, tenant, batch * 2 + 1, 2),
-            )
+    with contextlib.ExitStack() as joined:
+        feeds_joined = [
+            joined.enter_context(feeds.joined(tenant, task_id, chain_id, 0))
             for task_id, chain_id in runs
+            for _ in range(FOLLOWERS)
         ]
-        assert await stores.writes.append(writes) == set()
-    async with asyncio.timeout(15):
-        await asyncio.gather(*following)
+        assert len(feeds) == 2  # one per task, whatever the number of its followers
+        following = [
+            asyncio.ensure_future(follow(feed, index)) for index, feed in enumerate(feeds_joined)
+        ]
+        before = len(reads)
+        for batch in range(3):  # three group writes of both tasks, each announced once
+            writes = [
+                RunWrite(
+                    task_id,
+                    chain_id,
+                    Fence("elsewhere", 1),
+                    batch * 2,
+                    batch * 2 + 2,
+                    events=_events(task_id, tenant, batch * 2 + 1, 2),
+                )
+                for task_id, chain_id in runs
+            ]
+            assert await stores.writes.append(writes) == set()
+        async with asyncio.timeout(15):
+            await asyncio.gather(*following)
 
     assert all(seqs == [1, 2, 3, 4, 5, 6] for seqs in received.values())
     assert len(received) == 2 * FOLLOWERS

@@ -223,17 +223,6 @@ class TaskQueue(RunStore):
         by_id = {row.id: TaskRecord.model_validate(row._mapping) for row in rows}
         return [by_id[task_id] for task_id in ids if task_id in by_id]
 
-    async def next_claimable(self) -> float | None:
-        """Seconds until the first task held back after a failed attempt may be claimed
-        (None: none is)."""
-        t = tasks.c
-        statement = select(func.min(t.claimable_at)).where(
-            t.runner_id.is_(None), t.status.in_(UNFINISHED), t.claimable_at.is_not(None)
-        )
-        async with self.database.read() as connection:
-            at = await connection.scalar(statement)
-        return None if at is None else max((at - utc_now()).total_seconds(), 0.0)
-
     async def claim_task(self, task_id: UUID, me: str) -> TaskRecord | None:
         """Takes one task from the queue, or one that waits for approvals, for `me` (to end
         it without running it); None when it is neither. Its pending approvals are closed:
