@@ -204,6 +204,8 @@ def _token(args: argparse.Namespace, settings: Settings) -> int:
             subject=args.sub,
             roles=roles,
             ttl=args.ttl,
+            issuer=settings.jwt_issuer or None,
+            audience=settings.jwt_audience or None,
         )
     )
     return EXIT_OK

@@ -244,6 +244,8 @@ def _local_token(settings: Settings, tenant: str) -> str:
         subject="cli",
         roles=["member"],
         ttl=timedelta(hours=12),
+        issuer=settings.jwt_issuer or None,
+        audience=settings.jwt_audience or None,
     )
 
 

@@ -73,10 +73,14 @@ class Settings(BaseSettings):
         "again when a token names an unknown `kid`.",
     )
     jwt_issuer: str | None = Field(
-        default=None, description="Required `iss` of tokens verified through the JWKS."
+        default=None,
+        description="Required `iss` of every token, the identity provider's and HS256 ones "
+        "alike (`omniforge token` puts it in the tokens it mints). Unset: `iss` is not checked.",
     )
     jwt_audience: str | None = Field(
-        default=None, description="Required `aud` of tokens verified through the JWKS."
+        default=None,
+        description="Required `aud` of every token, the identity provider's and HS256 ones "
+        "alike (`omniforge token` puts it in the tokens it mints). Unset: `aud` is not checked.",
     )
     jwt_algorithms: list[Literal["RS256", "RS384", "RS512", "ES256", "ES384", "PS256"]] = Field(
         default=["RS256", "ES256"], description="Asymmetric algorithms accepted with the JWKS."
@@ -342,10 +346,12 @@ class Settings(BaseSettings):
     network_allow: CommaList = Field(
         default_factory=list,
         description="For every tenant: hosts (`api.internal`, `*.corp.example`) `http_request` "
-        "may call, and CIDRs or addresses (`10.1.0.0/16`) that web and HTTP tools and MCP "
-        "servers may reach although the SSRF guard refuses private, loopback and link-local "
-        "addresses. A host name alone never opens a private address (list its network too); "
-        "cloud metadata endpoints stay refused.",
+        "may call, and CIDRs or addresses (`10.1.0.0/16`) that web and HTTP tools, MCP "
+        "servers, remote agents and webhooks may reach although the SSRF guard refuses "
+        "private, loopback and link-local addresses. A host name alone never opens a private "
+        "address (list its network too); an address with a port (`127.0.0.1:8000`) opens that "
+        "port alone, and is the only entry that opens the service's own listening port; cloud "
+        "metadata endpoints stay refused.",
     )
     fetch_max_bytes: int = Field(
         default=5 * 1024 * 1024,
@@ -369,6 +375,50 @@ class Settings(BaseSettings):
     files_dir: Path | None = Field(
         default=None,
         description="Directory that holds uploaded files' bytes; unset: the database holds them.",
+    )
+    document_cpu_s: int = Field(
+        default=10,
+        ge=1,
+        le=3600,
+        description="CPU seconds reading one document (a PDF's text) may take, in a process of "
+        "its own; past them an upload is refused (422 `document-refused`) and `web_fetch` fails.",
+    )
+    document_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Wall-clock seconds reading one document may take (its process is then "
+        "killed); refused like `document_cpu_s`.",
+    )
+    document_memory_mb: int = Field(
+        default=1024,
+        ge=128,
+        description="Address space of a document-reading process (MiB); a document needing more "
+        "is refused (413 `document-too-large`).",
+    )
+    document_max_pages: int = Field(
+        default=2_000,
+        ge=1,
+        description="Pages a document may have to be read; more: 413 `document-too-large`.",
+    )
+    client_errors_per_minute: int | None = Field(
+        default=600,
+        ge=1,
+        description="Requests of one tenant a minute that may end in a client error (4xx); "
+        "past them its requests are refused with 429 `rate-limited` until the window frees up. "
+        "Unset: no limit.",
+    )
+    tenant_work_slots: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Documents one tenant may have read at once (of the `document_workers` "
+        "processes); its others wait their turn, other tenants' do not wait for them.",
+    )
+    document_workers: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Document-reading processes kept warm; more documents wait for one.",
     )
     tool_modules: CommaList = Field(
         default_factory=list,

@@ -1,5 +1,5 @@
 """`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|console|service|live|tail|
-resume|subagents|a2a|all] [--quick]`:
+resume|subagents|a2a|isolation|all] [--quick]`:
 prints each figure with its conditions (`live` is the service's benchmark (b) alone; `tail`, the
 completion latency of a burst of two-call tasks, also runs with `service`; `resume` starts two
 instances and kills one, and runs alone)."""
@@ -18,6 +18,7 @@ from bench import (
     input_check,
     output_delta,
     service_chain_read,
+    service_isolation,
     service_live_chains,
     service_sse_latency,
     service_suite,
@@ -35,6 +36,8 @@ CHAIN_READ_P50_TARGET_MS = 50.0
 GUARD_P50_TARGET_MS = 1.0
 MCP_ADDED_P50_TARGET_MS = 2.0
 SUB_AGENT_TARGET_MS = 5.0
+ISOLATION_P50_RATIO_TARGET = 2.0
+ISOLATION_HEALTH_P99_TARGET_MS = 50.0
 
 
 def main() -> None:
@@ -58,6 +61,7 @@ def main() -> None:
             "resume",
             "subagents",
             "a2a",
+            "isolation",
             "all",
         ],
         default="all",
@@ -95,6 +99,8 @@ def main() -> None:
         _subagents(tasks=60 if args.quick else 400, rounds=4 if args.quick else 10)
     if args.which in ("a2a", "all"):
         _a2a(samples=50 if args.quick else 200, rounds=5 if args.quick else 10)
+    if args.which in ("isolation", "all"):
+        _isolation(baseline_tasks=20 if args.quick else 60)
     if args.which == "resume":
         _resume(tasks=6 if args.quick else 20, delay_s=4.0 if args.quick else 10.0)
     if args.which == "live":
@@ -389,6 +395,25 @@ def _subagents(tasks: int, rounds: int) -> None:
             f" service {r.service_cpu_s / r.wall_s:.2f}, fake LLM + client"
             f" {r.bench_cpu_s / r.wall_s:.2f}"
         )
+
+
+def _isolation(baseline_tasks: int) -> None:
+    print(
+        "\nBulkheads: tenant B's simple tasks while tenant A uploads "
+        f"{service_isolation.BOMBS} PDF bombs, runs tasks against a backtracking pattern and "
+        f"floods {service_isolation.FLOOD:,} invalid requests\n"
+        f"  conditions: the service on uvicorn in its own process,"
+        f" {service_suite.database_description()}, a fresh database, default limits; fake LLM"
+        " servers in processes of their own answering at once; B's tasks one at a time"
+        f" ({baseline_tasks} for the baseline, as many as fit in the attack), /healthz probed"
+        f" every {service_isolation.PROBE_EVERY_S * 1000:g} ms; client, fake LLMs, Postgres and"
+        f" service on the same {os.cpu_count()} CPUs"
+    )
+    service_isolation.report(
+        service_isolation.run(baseline_tasks),
+        p50_ratio_target=ISOLATION_P50_RATIO_TARGET,
+        health_p99_target_ms=ISOLATION_HEALTH_P99_TARGET_MS,
+    )
 
 
 def _a2a(samples: int, rounds: int) -> None:

@@ -27,16 +27,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The chaos scenarios mostly wait (outages, drains): they go first, the longest first, so
-# that the other worker runs the rest of the suite meanwhile instead of after them.
-_FIRST = ("test_store_outages.py", "test_cluster_streams.py", "test_redis_restart.py")
+# that the other workers run the rest of the suite meanwhile instead of after them; so do the
+# other tests of a minute or more (the fuzz, one per role), which would otherwise end last.
+_FIRST = (
+    "test_store_outages.py",
+    "test_cluster_streams.py",
+    "test_fuzz.py",
+    "test_redis_restart.py",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def order(item: pytest.Item) -> tuple[int, int]:
         path = item.path
-        if path.parent.name != "chaos":
-            return (2, 0)
-        return (0, _FIRST.index(path.name)) if path.name in _FIRST else (1, 0)
+        if path.name in _FIRST:
+            return (0, _FIRST.index(path.name))
+        return (1, 0) if path.parent.name == "chaos" else (2, 0)
 
     items.sort(key=order)
 

@@ -83,7 +83,15 @@ class Service:
         roles: Sequence[str] = ("member",),
         ttl: timedelta = timedelta(minutes=10),
     ) -> str:
-        return mint_token(JWT_SECRET, tenant_id=tenant, subject=sub, roles=roles, ttl=ttl)
+        return mint_token(
+            JWT_SECRET,
+            tenant_id=tenant,
+            subject=sub,
+            roles=roles,
+            ttl=ttl,
+            issuer=self.settings.jwt_issuer,
+            audience=self.settings.jwt_audience,
+        )
 
     async def create_tenant(
         self, tenant_id: str, *, enabled_tools: Sequence[str] | None = tuple(BUILTIN_TOOLS)

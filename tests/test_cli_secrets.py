@@ -3,6 +3,7 @@ under the old key are sealed again under the new one, after which the new key al
 every one; a secret no configured key opens is reported (by name, never by value)."""
 
 import base64
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,9 +14,11 @@ from sqlalchemy import select
 from app.resources.secrets import SecretVault
 from app.security.secrets import KeyRing, key_id_of
 from app.storage import Database, upgrade_to_head
+from app.storage.audit import AuditRepository
 from app.storage.secrets import SecretRepository
 from app.storage.tables import tenant_secrets
 from app.storage.tenants import TenantRepository
+from app.tools.services import SecretUse
 from tests.test_cli_agents import _omniforge_here
 
 KEY_A = bytes(range(32))
@@ -172,3 +175,53 @@ async def test_a_batch_size_that_is_not_positive_is_a_usage_error(tmp_path: Path
     with pytest.raises(SystemExit) as exited:
         await _omniforge_here("secrets", "rotate", "--batch-size", "0")
     assert exited.value.code == 2
+
+
+async def test_scope_sets_who_may_use_a_secret_and_audits_it_as_the_operators_change(
+    database: Database, tmp_path: Path
+) -> None:
+    await _seal_all(database, KeyRing([KEY_A]))
+    env = _env(database, tmp_path, _b64(KEY_A))
+
+    scoped = await _omniforge_here(
+        "secrets", "scope", "acme", "GITHUB_TOKEN", "--roles", "tenant_admin",
+        "--mcp-servers", "github,ci", env=env,
+    )  # fmt: skip
+    cleared = await _omniforge_here("secrets", "scope", "acme", "STRIPE_KEY", env=env)
+    unknown = await _omniforge_here("secrets", "scope", "globex", "STRIPE_KEY", env=env)
+    invalid = await _omniforge_here(
+        "secrets", "scope", "acme", "GITHUB_TOKEN", "--agents", "a b", env=env
+    )
+
+    assert scoped[0] == 0, scoped
+    assert json.loads(scoped[1]) == {
+        "name": "GITHUB_TOKEN",
+        "usable_by": {
+            "agents": [],
+            "roles": ["tenant_admin"],
+            "tools": [],
+            "mcp_servers": ["github", "ci"],
+            "remote_agents": [],
+        },
+    }
+    assert json.loads(cleared[1]) == {"name": "STRIPE_KEY", "usable_by": None}
+    assert unknown == (2, "", "omniforge: tenant 'globex' has no secret 'STRIPE_KEY'\n")
+    assert invalid[0] == 1
+    assert invalid[2].startswith("omniforge: --agents.0: ")
+    async with database.read() as connection:
+        stored = await SecretRepository(connection, "acme").get("GITHUB_TOKEN")
+        events = await AuditRepository(connection, "acme").page(limit=10)
+    assert stored is not None
+    assert stored.usable_by is not None
+    assert stored.usable_by["mcp_servers"] == ["github", "ci"]
+    # The value is untouched: it still opens.
+    assert (
+        await SecretVault(database, KeyRing([KEY_A]), ttl_s=0).value(
+            "acme", "GITHUB_TOKEN", SecretUse("mcp_server", "github")
+        )
+        == TENANTS["acme"]["GITHUB_TOKEN"]
+    )
+    assert [(e.actor, e.action, e.resource_id) for e in events] == [
+        ("omniforge-cli", "secret.scope", "STRIPE_KEY"),
+        ("omniforge-cli", "secret.scope", "GITHUB_TOKEN"),
+    ]

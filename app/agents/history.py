@@ -17,6 +17,7 @@ from typing import Any
 
 from app.agents.compaction import COMPACTION
 from app.chain import ToolType
+from app.chain.observations import observation_text
 
 NO_RESULT = "Error (interrupted): the turn ended before this call returned a result"
 
@@ -91,16 +92,6 @@ def user_messages(request: Mapping[str, Any]) -> list[dict[str, Any]]:
     if request.get("messages"):
         return [dict(message) for message in request["messages"]]
     return [{"role": "user", "content": request.get("input") or ""}]
-
-
-def observation_text(result: Mapping[str, Any]) -> str:
-    """What the model was told of a tool result (as the ReAct agent tells it)."""
-    if not result.get("success"):
-        return f"Error ({result.get('error_code')}): {result.get('error')}"
-    value = result.get("result")
-    return (
-        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
-    )
 
 
 def as_text_history(history: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

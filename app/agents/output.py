@@ -1,7 +1,9 @@
 """Structured output: an agent's `response_format`, a JSON Schema its final answer must match.
 
 The answer is parsed as JSON (a ```json fence around it is tolerated, nothing else) and checked
-with the validator of the schema's `$schema` (2020-12 when it names none). The schema was
+with the validator of the schema's `$schema` (2020-12 when it names none), its patterns run by
+the bounded engine of `app.tools.patterns` within one budget per answer: a check may take a
+moment, so runs make it in a worker thread. The schema was
 checked when its definition was stored, but a run checks it again: a definition stored by an
 older version of the service, or written to the database by hand, must fail its task with a
 clear `invalid_output`, not an internal error.
@@ -13,11 +15,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError, relevance
+from jsonschema.exceptions import ValidationError, relevance
 from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
+
+from app.tools.patterns import PatternTimeout, pattern_budget
+from app.tools.schemas import SchemaRefused, applied_validator
 
 SCHEMA_NAME = "final_answer"
 """The name a native `response_format` gives the schema (providers require one)."""
@@ -52,15 +55,11 @@ class OutputFormat:
         dialect = schema.get("$schema")
         if dialect is not None and not isinstance(dialect, str):
             raise InvalidResponseFormat("`$schema` must be a string (a JSON Schema dialect URI)")
-        validator_class = validator_for(schema, default=Draft202012Validator)
         try:
-            validator_class.check_schema(schema)
-        except SchemaError as exc:
-            raise InvalidResponseFormat(_clipped(exc.message)) from exc
+            self._validator: Validator = applied_validator(schema)
+        except SchemaRefused as exc:
+            raise InvalidResponseFormat(_clipped(str(exc))) from exc
         self.schema = schema
-        self._validator: Validator = validator_class(
-            schema, format_checker=validator_class.FORMAT_CHECKER
-        )
 
     @property
     def native_request(self) -> dict[str, Any] | None:
@@ -82,7 +81,8 @@ class OutputFormat:
     def check(self, answer: str) -> OutputCheck:
         """The answer as JSON if it matches the schema; else its problems, most relevant
         first. `InvalidResponseFormat` when the schema turns out unusable ($ref to nowhere,
-        a reference cycle)."""
+        a reference cycle). An answer whose patterns take longer than the budget to match
+        does not match. Blocks for up to that budget: call it in a worker thread."""
         text = answer.strip()
         fenced = _FENCE.match(text)
         if fenced is not None:
@@ -92,7 +92,10 @@ class OutputFormat:
         except (ValueError, RecursionError) as exc:
             return OutputCheck(errors=(_clipped(f"the answer is not JSON: {exc}"),))
         try:
-            errors = sorted(self._validator.iter_errors(value), key=relevance)
+            with pattern_budget():
+                errors = sorted(self._validator.iter_errors(value), key=relevance)
+        except PatternTimeout as exc:
+            return OutputCheck(errors=(_clipped(f"the answer cannot be checked: {exc}"),))
         except (Unresolvable, RecursionError) as exc:
             raise InvalidResponseFormat(_clipped(f"the schema cannot be applied: {exc}")) from exc
         if errors:

@@ -1,5 +1,6 @@
 """The autonomous ReAct agent: the model decides every step until it gives a final answer."""
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -18,6 +19,7 @@ from app.agents.spec import AgentSpec, OnLimit
 from app.chain import ErrorCode
 from app.chain.errors import ChainAbort
 from app.chain.models import StopReason
+from app.chain.observations import observation_text
 from app.llm import LLMGateway
 from app.tools.executor import ToolExecutor
 from app.tools.results import ToolInvocation, ToolResult
@@ -134,7 +136,7 @@ class ReActAgent(CoTAgent):
             calls = reply.tool_calls
             if not calls:
                 content = reply.content or ""
-                if self._answer(run, reply, content, content):
+                if await self._answer(run, reply, content, content):
                     return
                 continue
             if reply.content:
@@ -199,7 +201,7 @@ class ReActAgent(CoTAgent):
             if step.thought:
                 engine.add_thinking(step.thought, parent_step_id=reply.step_id)
             if step.final_answer is not None:
-                if self._answer(run, reply, step.final_answer, content):
+                if await self._answer(run, reply, step.final_answer, content):
                     return
                 continue
             messages.append({"role": "assistant", "content": content})
@@ -255,14 +257,14 @@ class ReActAgent(CoTAgent):
             retries_left=self.output_retries,
         )
 
-    def _answer(self, run: _Run, reply: LLMCallResult, answer: str, content: str) -> bool:
+    async def _answer(self, run: _Run, reply: LLMCallResult, answer: str, content: str) -> bool:
         """Concludes with `answer` when it is acceptable (True). One that misses the
         `response_format` goes back to the model with what is wrong (False), recorded as a
         `thinking` step under the reply: the judgement is the agent's own reasoning about the
         answer, no tool ran and nothing was spent, and it must not be a `synthesis`, which
         would read as the answer. Out of retries, the task fails `invalid_output`."""
         engine = run.engine
-        check = _check(run.output, answer)
+        check = await _check(run.output, answer)
         if check.valid:
             _conclude(run, answer, reply, output=check.value)
             return True
@@ -329,7 +331,7 @@ class ReActAgent(CoTAgent):
                 engine.add_thinking(step.thought, parent_step_id=reply.step_id)
             if step.final_answer is not None:
                 answer = step.final_answer
-        check = _check(run.output, answer)
+        check = await _check(run.output, answer)
         if not check.valid:
             engine.add_thinking(
                 "The final answer does not match the response format; it stays the result, "
@@ -366,11 +368,12 @@ class ReActAgent(CoTAgent):
         return reply
 
 
-def _check(output: OutputFormat | None, answer: str) -> OutputCheck:
+async def _check(output: OutputFormat | None, answer: str) -> OutputCheck:
+    """Off the event loop: the schema's patterns may take up to their budget to match."""
     if output is None:
         return OutputCheck()
     try:
-        return output.check(answer)
+        return await asyncio.to_thread(output.check, answer)
     except InvalidResponseFormat as exc:
         raise _unusable(exc) from exc
 
@@ -392,14 +395,18 @@ def observation(result: ToolResult, *, sees_images: bool = False) -> str:
     """What the model is told of a tool result: the (possibly truncated) value, or the error;
     of the images it handed on, that they follow, or that this model cannot see them."""
     info = result.info
-    if not info.success:
-        return f"Error ({info.error_code}): {info.error}"
-    value = info.result
-    # Keys sorted: a result read back from the store (Postgres reorders JSON keys) tells the
-    # model the same text, so a resumed run or a replay sends the requests the first run did.
-    text = (
-        value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+    # One text for every teller: a resumed run or a replay sends the requests the first run
+    # did, and a reader's view recognises the result in the prompts that repeat it.
+    text = observation_text(
+        {
+            "success": info.success,
+            "result": info.result,
+            "error_code": info.error_code,
+            "error": info.error,
+        }
     )
+    if not info.success:
+        return text
     if result.images:
         text = f"{text}\n{IMAGE_FOLLOWS if sees_images else IMAGE_NOT_SHOWN}"
     return text

@@ -18,6 +18,7 @@ from app.api.api_keys.router import router as api_keys_router
 from app.api.approvals.router import router as approvals_router
 from app.api.auth import BearerAuthentication
 from app.api.chains.router import router as chains_router
+from app.api.client_errors import ClientErrorLimit
 from app.api.console import router as console_router
 from app.api.conversations.router import router as conversations_router
 from app.api.cors import ListedOrigins
@@ -38,6 +39,7 @@ from app.api.request_ids import RequestIds
 from app.api.schedules.firing import fire_schedule
 from app.api.schedules.router import router as schedules_router
 from app.api.secrets.router import router as secrets_router
+from app.api.serving import listeners_of
 from app.api.state import AppState
 from app.api.tasks.router import router as tasks_router
 from app.api.tasks.service import load_run
@@ -71,9 +73,11 @@ from app.storage import Database, current_revision, head_revision
 from app.storage.notify import SCHEDULES, notices_for
 from app.storage.runs import RunStores
 from app.storage.schedules import ScheduleStore
+from app.tools import documents
 from app.tools.a2a.client import A2AConnector
 from app.tools.a2a.remote import CALL_TIMEOUT_S
 from app.tools.base import BaseTool
+from app.tools.net.policy import ServiceListeners
 from app.tools.services import NetworkPolicy
 
 logger = logging.getLogger(__name__)
@@ -90,6 +94,20 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     limits = make_limit_store(settings.redis_url, history=WindowHistory(database))
     # None unless OTEL_EXPORTER_OTLP_ENDPOINT is set: runs then record no spans at all.
     tracer = RunTracer.from_settings(settings, exporter=app.state.span_exporter)
+    # Documents (uploads, fetched PDFs) are read in processes of their own, within limits.
+    reader = documents.DocumentReader(
+        documents.DocumentLimits(
+            cpu_s=settings.document_cpu_s,
+            timeout_s=settings.document_timeout_s,
+            memory_bytes=settings.document_memory_mb * 2**20,
+            max_pages=settings.document_max_pages,
+            workers=settings.document_workers,
+            tenant_slots=settings.tenant_work_slots,
+        )
+    )
+    # Not warmed here: every process would pay for two readers it may never use (and the test
+    # suite starts hundreds); the first document starts them, and they are kept.
+    stop_documents = documents.install(reader)
     try:
         run_stores = RunStores.of(database, notices_for(database))
         runs = RunManager(
@@ -123,7 +141,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             logger.error(
                 "database schema at %s, not %s: run `omniforge migrate`", revision, head_revision()
             )
-        network = NetworkPolicy.of(settings.network_allow)
+        network = NetworkPolicy.of(settings.network_allow, service=listeners_of(app))
         vault = SecretVault.from_settings(database, settings)
         stop_masking = install_log_masking(vault.masker)
         stop_ticket_masking = install_ticket_masking()
@@ -202,6 +220,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             stop_masking()
             stop_ticket_masking()
     finally:
+        stop_documents()
         await verifier.aclose()
         await limits.aclose()
         if tracer is not None:  # exports the spans still queued (blocking HTTP)
@@ -231,8 +250,14 @@ def create_app(
     app.state.settings = settings or Settings()
     app.state.extra_tools = list(tools)
     app.state.span_exporter = span_exporter
+    # The ports it listens on, as its server binds them: the SSRF guard never lets a tool
+    # reach them on this machine's own addresses.
+    metrics_port = app.state.settings.metrics_port
+    app.state.listeners = ServiceListeners([] if metrics_port is None else [metrics_port])
     install_error_handlers(app)
     install_openapi(app)
+    # Inside authentication: it counts the 4xx answers of the caller's tenant.
+    app.add_middleware(ClientErrorLimit, per_minute=app.state.settings.client_errors_per_minute)
     app.add_middleware(BearerAuthentication)
     # Outermost: a body over the cap is refused before anything reads it.
     app.add_middleware(BodyLimit, max_bytes=app.state.settings.max_body_bytes)

@@ -71,7 +71,12 @@ class BearerAuthentication:
                 f"the Authorization header is longer than {MAX_AUTHORIZATION_BYTES} bytes"
             )
         if header is None and (ticket := _stream_ticket(scope)) is not None:
-            return state.stream_tickets.verify(*ticket)
+            principal = state.stream_tickets.verify(*ticket)
+            if principal.api_key is not None:
+                # Once per stream opened (a resume opens it again), not per event: a ticket
+                # stops working the moment its key is revoked.
+                await state.api_keys.check_usable(UUID(principal.api_key))
+            return principal
         scheme, _, token = (header or b"").decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise AuthenticationFailed("a bearer token is required", token_given=False)

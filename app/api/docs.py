@@ -3,8 +3,15 @@
 
 The assets are built from the npm packages locked in `web/` into `app/static/`
 (`scripts/_web.sh`, run by `scripts/run`, `scripts/test` and the image build). Without them the
-pages answer 503 saying so, never a blank page."""
+pages answer 503 saying so, never a blank page.
 
+Each page's Content-Security-Policy lets it run the service's own scripts and its inline
+set-up script (by hash) only, and load and fetch from the service only; no page of another
+origin may frame it (`frame-ancestors 'none'`, `X-Frame-Options: DENY`), and nothing is
+sniffed."""
+
+import base64
+import hashlib
 import mimetypes
 import re
 from pathlib import Path
@@ -13,6 +20,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import Scope
 
@@ -46,30 +54,71 @@ def _openapi_url(request: Request) -> str:
     return f"{request.scope.get('root_path', '')}{request.app.openapi_url}"
 
 
+# A page's inline script (Swagger UI's set-up), allowed by its hash.
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.DOTALL)
+
+
+def _guarded(page: HTMLResponse) -> HTMLResponse:
+    """`page` with a Content-Security-Policy allowing what it loads, and no framing."""
+    html = bytes(page.body).decode()
+    hashes = "".join(
+        f" 'sha256-{base64.b64encode(hashlib.sha256(body.encode()).digest()).decode()}'"
+        for body in _INLINE_SCRIPT.findall(html)
+    )
+    policy = [
+        "default-src 'none'",
+        f"script-src 'self'{hashes}",
+        # ReDoc's styled-components write `<style>` elements of their own at run time: styles
+        # may be inline (scripts may not; a style runs no script and loads from here only).
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data:",
+        "font-src 'self' data:",
+        "connect-src 'self'",
+        # ReDoc runs its search index in a worker made from a blob.
+        "worker-src 'self' blob:",
+        "frame-ancestors 'none'",
+        "base-uri 'none'",
+        "form-action 'none'",
+    ]
+    page.headers.update(
+        {
+            "Content-Security-Policy": "; ".join(policy),
+            "X-Frame-Options": "DENY",
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+        }
+    )
+    return page
+
+
 @router.get("/docs")
 async def swagger_ui(request: Request) -> HTMLResponse:
     script, style, icon = _assets(request, _SWAGGER_JS, _SWAGGER_CSS, _SWAGGER_ICON)
-    return get_swagger_ui_html(
-        openapi_url=_openapi_url(request),
-        title=f"{request.app.title} — API reference",
-        swagger_js_url=script,
-        swagger_css_url=style,
-        swagger_favicon_url=icon,
-        # Swagger UI would send the document to validator.swagger.io for its badge.
-        swagger_ui_parameters={"validatorUrl": None},
+    return _guarded(
+        get_swagger_ui_html(
+            openapi_url=_openapi_url(request),
+            title=f"{request.app.title} — API reference",
+            swagger_js_url=script,
+            swagger_css_url=style,
+            swagger_favicon_url=icon,
+            # Swagger UI would send the document to validator.swagger.io for its badge.
+            swagger_ui_parameters={"validatorUrl": None},
+        )
     )
 
 
 @router.get("/redoc")
 async def redoc(request: Request) -> HTMLResponse:
     script, icon = _assets(request, _REDOC_JS, _SWAGGER_ICON)
-    return get_redoc_html(
-        openapi_url=_openapi_url(request),
-        title=f"{request.app.title} — API reference",
-        redoc_js_url=script,
-        redoc_favicon_url=icon,
-        # ReDoc's page would load its fonts from Google.
-        with_google_fonts=False,
+    return _guarded(
+        get_redoc_html(
+            openapi_url=_openapi_url(request),
+            title=f"{request.app.title} — API reference",
+            redoc_js_url=script,
+            redoc_favicon_url=icon,
+            # ReDoc's page would load its fonts from Google.
+            with_google_fonts=False,
+        )
     )
 
 
@@ -85,7 +134,13 @@ class _BuiltAssets(StaticFiles):
 
     async def get_response(self, path: str, scope: Scope) -> Response:
         gzipped = _accepts_gzip(scope) and not path.endswith(".gz")
-        response = await super().get_response(f"{path}.gz" if gzipped else path, scope)
+        try:
+            response = await super().get_response(f"{path}.gz" if gzipped else path, scope)
+        except StarletteHTTPException as missing:  # StaticFiles raises its 404, not answers it
+            if not gzipped or missing.status_code != 404:
+                raise
+            gzipped = False  # no gzip copy (an image): the file itself
+            response = await super().get_response(path, scope)
         if gzipped and response.status_code == 404:
             response = await super().get_response(path, scope)
         elif gzipped:

@@ -28,6 +28,7 @@ from app.storage.erasure import TaskUnfinished
 from app.storage.pagination import InvalidCursor
 from app.storage.runs import ConversationBusy
 from app.storage.tenants import TenantExists
+from app.tools.documents import DocumentRefused, DocumentTooLarge
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,10 @@ MCP_SERVER_EXISTS = ProblemType("mcp-server-exists", "MCP server already exists"
 REMOTE_AGENT_EXISTS = ProblemType("remote-agent-exists", "Remote agent already exists", 409)
 CONVERSATION_BUSY = ProblemType("conversation-busy", "Conversation busy", 409)
 APPROVAL_DECIDED = ProblemType("approval-decided", "Approval already decided", 409)
+SCHEDULE_UNRESUMABLE = ProblemType("schedule-unresumable", "Schedule cannot resume", 409)
 PAYLOAD_TOO_LARGE = ProblemType("payload-too-large", "Request body too large", 413)
+DOCUMENT_TOO_LARGE = ProblemType("document-too-large", "Document too large to read", 413)
+DOCUMENT_REFUSED = ProblemType("document-refused", "Document over its reading limits", 422)
 VALIDATION = ProblemType("validation-error", "Invalid request", 422)
 MODEL_NOT_APPROVED = ProblemType("model-not-approved", "Model not approved", 422)
 IDEMPOTENCY_KEY_REUSED = ProblemType(
@@ -231,6 +235,10 @@ def _as_api_error(exc: Exception) -> ApiError | None:
         case InvalidCursor():
             errors = [FieldProblem(field="query.cursor", message=str(exc))]
             return ApiError(VALIDATION, str(exc), errors=errors)
+        case DocumentRefused():
+            problem = DOCUMENT_TOO_LARGE if isinstance(exc, DocumentTooLarge) else DOCUMENT_REFUSED
+            errors = [FieldProblem(field="body.file", message=exc.detail)]
+            return ApiError(problem, f"the file is not stored: {exc.detail}", errors=errors)
     return None
 
 
@@ -361,6 +369,7 @@ def install_error_handlers(app: FastAPI) -> None:
         TaskUnfinished,
         InvalidSubmission,
         InvalidCursor,
+        DocumentRefused,
         RateLimited,
         AgentArchived,
         AgentExists,

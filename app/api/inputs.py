@@ -1,7 +1,8 @@
 """The one check every request's input passes before anything reads it.
 
 - A body over `max_body_bytes` is refused with 413 as it arrives (`BodyLimit`).
-- A JSON body must be UTF-8, JSON without `NaN`/`Infinity`, and nested at most
+- A JSON body must be UTF-8, JSON without `NaN`/`Infinity` or a number too large for a
+  double (`1e400`, which would be read as infinity and stored as `null`), and nested at most
   `MAX_JSON_DEPTH` deep.
 - No text of a request (its JSON body, path, query or `Last-Event-ID`) may hold U+0000 or a
   lone surrogate: no database stores either (see `app.storage.text`).
@@ -13,6 +14,7 @@ field.
 """
 
 import json
+import math
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -44,6 +46,8 @@ def _value_problem(value: Any, loc: str, depth: int = 0) -> FieldProblem | None:
     if isinstance(value, str):
         reason = text_problem(value)
         return None if reason is None else FieldProblem(field=loc, message=reason)
+    if isinstance(value, float) and not math.isfinite(value):  # only an overflow gets here
+        return FieldProblem(field=loc, message="a number too large to store (beyond ±1.8e308)")
     if isinstance(value, dict | list) and depth >= MAX_JSON_DEPTH:
         return FieldProblem(field=loc, message=f"nested deeper than {MAX_JSON_DEPTH} levels")
     if isinstance(value, dict):

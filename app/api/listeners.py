@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request
 
 from app.api.deps import State
 from app.api.errors import NOT_FOUND, ApiError
-from app.api.serving import DrainingServer
+from app.api.serving import DrainingServer, listeners_of
 from app.observability.json_logs import uvicorn_log_config
 
 _STARTUP_FAILURE = 3  # uvicorn's own exit status for it
@@ -26,14 +26,18 @@ def serve(app: FastAPI, *, host: str, port: int, metrics_port: int | None, grace
     }
     config = uvicorn.Config(app, host=host, port=port, **options)
     server = DrainingServer(config, app, grace_s=grace_s)
-    sockets = None
+    # Bound here, before the app starts, so that it knows the ports it listens on (its SSRF
+    # guard refuses them) whatever port was asked for (0 included).
+    sockets = [config.bind_socket()]
     if metrics_port is not None:
         # One server on both sockets: a shutdown closes both, and `/metrics` reads this
         # process's counters whichever socket it arrives on. A second Config only binds the
         # second socket the way uvicorn binds the first (address family, address reuse, the
         # "running on" line).
         metrics = uvicorn.Config(app, host=host, port=metrics_port, **options)
-        sockets = [config.bind_socket(), metrics.bind_socket()]
+        sockets.append(metrics.bind_socket())
+    for sock in sockets:
+        listeners_of(app).add(sock.getsockname()[1])
     with contextlib.suppress(KeyboardInterrupt):
         server.run(sockets=sockets)
     if not server.started:

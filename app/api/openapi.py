@@ -71,7 +71,8 @@ def _stream_item(components: dict[str, Any]) -> dict[str, Any]:
 
 def _document_streams_and_limits(document: dict[str, Any]) -> None:
     """Every event stream with its events' schemas; 413 on every route taking a body, 503
-    (database unavailable) on every API route."""
+    (database unavailable) on every API route, 429 (the tenant's client errors) on every
+    authenticated one."""
     components = document.setdefault("components", {}).setdefault("schemas", {})
     item: dict[str, Any] | None = None
     for path, operations in document["paths"].items():
@@ -86,6 +87,9 @@ def _document_streams_and_limits(document: dict[str, Any]) -> None:
                     content[EVENT_STREAM] = {"itemSchema": item}
                     response["description"] = f"{response['description']} {_STREAM_DESCRIPTION}"
             extra = {503} if path.startswith("/api/") else set()
+            if path.startswith(("/api/", "/v1/")):
+                # A tenant past `client_errors_per_minute` is refused on every route.
+                extra.add(429)
             if "requestBody" in operation:
                 extra.add(413)
             for status, response in problems(*sorted(extra)).items():

@@ -5,9 +5,12 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
+from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.secrets.schemas import SECRET_NAME_PATTERN
+from app.resources.secrets import SecretVault
+from app.tools.header_values import PROBLEM, sendable, sendable_prefix
 from app.tools.net.urls import checked_http_url
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,30}$"
@@ -30,11 +33,22 @@ _TRANSPORT_HEADERS = frozenset(
     }
 )
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")
-_HEADER_VALUE = r"^[\t\x20-\x7e\x80-\uffff]*$"
 
 
 def checked_url(url: str) -> str:
     return checked_http_url(url, no_credentials="send them in `headers`, as secrets")
+
+
+def _sendable_value(value: str) -> str:
+    if not sendable(value):
+        raise ValueError(PROBLEM)
+    return value
+
+
+def _sendable_prefix(prefix: str) -> str:
+    if not sendable_prefix(prefix):
+        raise ValueError(PROBLEM + "; it may end in one space")
+    return prefix
 
 
 class SecretRef(BaseModel):
@@ -44,10 +58,10 @@ class SecretRef(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     secret: Annotated[str, StringConstraints(pattern=SECRET_NAME_PATTERN)]
-    prefix: Annotated[str, StringConstraints(max_length=64, pattern=_HEADER_VALUE)] = ""
+    prefix: Annotated[str, StringConstraints(max_length=64), AfterValidator(_sendable_prefix)] = ""
 
 
-HeaderValue = Annotated[str, StringConstraints(max_length=8192, pattern=_HEADER_VALUE)]
+HeaderValue = Annotated[str, StringConstraints(max_length=8192), AfterValidator(_sendable_value)]
 
 
 def headers_checker(
@@ -79,3 +93,22 @@ def header_document(headers: dict[str, str | SecretRef]) -> dict[str, Any]:
         name: value.model_dump(exclude_defaults=True) if isinstance(value, SecretRef) else value
         for name, value in headers.items()
     }
+
+
+async def check_header_secrets(
+    vault: SecretVault | None, tenant_id: str, headers: dict[str, Any]
+) -> None:
+    """Refuses (422 naming each header) headers whose secret's value, after its prefix, a
+    header cannot carry: before anything is stored or sent. The message shows none of it."""
+    if vault is None or not headers:
+        return
+    problems = await vault.unsendable(tenant_id, headers)
+    if problems:
+        raise ApiError(
+            VALIDATION,
+            "a header's secret holds what an HTTP header cannot carry; see `errors`",
+            errors=[
+                FieldProblem(field=f"body.headers.{header}", message=why)
+                for header, why in problems.items()
+            ],
+        )

@@ -1,12 +1,12 @@
-"""Query parameter types and cursors shared by routers: strict, and bounded so that no value a
-client can send reaches the database out of range."""
+"""Time, query parameter and cursor types shared by routers: strict, and bounded so that no
+value a client can send reaches the database out of range."""
 
 import base64
 import binascii
 from datetime import UTC, date, datetime
 from typing import Annotated
 
-from pydantic import BeforeValidator
+from pydantic import AfterValidator, BeforeValidator
 
 from app.storage.pagination import MAX_CURSOR_MOMENT, MIN_CURSOR_MOMENT, InvalidCursor
 
@@ -57,6 +57,20 @@ Moment = Annotated[datetime, BeforeValidator(_moment)]
 
 Day = Annotated[date, BeforeValidator(_day)]
 """A query's day: ISO 8601 only, clamped like `Moment`."""
+
+
+def _in_utc(moment: datetime) -> datetime:
+    if moment.tzinfo is None:
+        raise ValueError("give a time zone (e.g. `Z`)")
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is in year 10000 in UTC
+        raise ValueError("out of range: in UTC it falls outside the years 1 to 9999") from None
+
+
+Instant = Annotated[datetime, AfterValidator(_in_utc)]
+"""A time a body sets (an expiry): with an offset, read in UTC; one that falls outside the
+years 1 to 9999 in UTC is refused (422 naming the field), never clamped."""
 
 
 def aware(moment: datetime | None) -> datetime | None:

@@ -13,6 +13,16 @@ from fastapi import FastAPI
 
 from app.api.state import AppState
 from app.observability.json_logs import uvicorn_log_config
+from app.tools.net.policy import ServiceListeners
+
+
+def listeners_of(app: FastAPI) -> ServiceListeners:
+    """The ports `app` is served on (`create_app` makes the record; its server fills it as
+    it binds them)."""
+    listeners: ServiceListeners | None = getattr(app.state, "listeners", None)
+    if listeners is None:  # an app `create_app` did not make
+        listeners = app.state.listeners = ServiceListeners()
+    return listeners
 
 
 class ServerDidNotStart(RuntimeError):
@@ -77,6 +87,7 @@ async def serve_locally(
     sock.bind(("127.0.0.1", 0))
     sock.listen(backlog)
     port = sock.getsockname()[1]
+    listeners_of(app).add(port)
     server = DrainingServer(
         uvicorn.Config(
             app,

@@ -3,8 +3,10 @@
 `StoreOutages` sits around everything that may reach a store (routes, their dependencies, the
 authentication's tenant and API key look-ups, streaming responses), inside only `RequestIds`
 and the CORS headers. An error that says a store cannot serve now (`unavailable`: the
-database's connection failures, pool timeouts and retryable refusals as `is_transient` knows
-them, and the limit store's `LimitStoreUnavailable`) ends here, whichever of them raised it:
+database's connection failures, pool timeouts and retryable refusals as `is_store_outage` knows
+them, and the limit store's `LimitStoreUnavailable`) ends here, whichever of them raised it.
+A socket error or timeout that the database did not raise (a call to another service) is no
+outage: it is the unexpected error it is (500), not "the database is unavailable":
 
 - no response started yet: the answer is the `service-unavailable` problem with `Retry-After`
   and `Connection: close` (under `/v1/` with its OpenAI-style `error` member too); the client
@@ -35,7 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.api.errors import RETRY_AFTER_S, unavailable_response
 from app.api.openai_compat.errors import OpenAIErrorBodies
 from app.governance.limits import LimitStoreUnavailable
-from app.storage.errors import describe, is_transient
+from app.storage.errors import describe, is_store_outage
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +63,7 @@ def unavailable(error: BaseException) -> Unavailable | None:
         return found[0] if all(found) else None
     if isinstance(error, LimitStoreUnavailable):  # the limit windows and their record
         return Unavailable("the rate limits cannot be checked", error.retry_after_s)
-    if is_transient(error):
+    if is_store_outage(error):
         return Unavailable("the database is unavailable", RETRY_AFTER_S)
     return None
 

@@ -106,6 +106,9 @@ class ErrorCode(StrEnum):
     DESTINATION_REFUSED = "destination_refused"
     # A `{"secret": NAME}` reference names no secret of the tenant.
     SECRET_NOT_FOUND = "secret_not_found"
+    # A secret used outside its `usable_by`: by an agent, tool, MCP server, remote agent or
+    # caller's roles it does not list.
+    SECRET_OUT_OF_SCOPE = "secret_out_of_scope"
     # A tool was asked for something of its tenant that does not exist (a file, a todo).
     NOT_FOUND = "not_found"
     # A remote tool's server (MCP) could not be reached or refused the session.

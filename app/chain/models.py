@@ -58,6 +58,11 @@ class ToolCallInfo(_Model):
     prompt_tokens_estimate: int | None = None
 
 
+DataLabel = Literal["untrusted", "private"]
+"""What a tool result holds: text someone other than the run's user wrote (`untrusted`), data
+that is not public (`private`); see `app.tools.dataflow`."""
+
+
 class ToolResultInfo(_Model):
     """The outcome of a tool call. `result` may be truncated (see `truncated`). It names its
     call's tool (and, for an LLM call, the model asked for when no reply names one), so what
@@ -94,6 +99,9 @@ class ToolResultInfo(_Model):
     # The LLM calls the child's family made (sub-agent calls only): they count in this
     # chain's `llm_calls`, as its tokens and cost count in its totals.
     llm_calls: int | None = Field(default=None, ge=0, exclude_if=lambda value: value is None)
+    # What the result brought into the run's context (untrusted text, private data): a
+    # resumed run reads them back to know what it held.
+    labels: list[DataLabel] = Field(default_factory=list, exclude_if=lambda value: not value)
 
 
 class ThinkingInfo(_Model):

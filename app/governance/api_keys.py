@@ -139,6 +139,18 @@ class ApiKeys:
         quotas = None if record.quotas is None else TenantQuotas.model_validate(record.quotas)
         return KeyGrant(principal, record.id, record.name, quotas)
 
+    async def check_usable(self, key_id: UUID) -> None:
+        """`AuthenticationFailed` unless the key `key_id` is unrevoked and unexpired now, as
+        the database says (not this instance's cache, which another instance's revocation does
+        not reach): for a credential minted from the key (a stream ticket), checked once when
+        it is used."""
+        async with self._database.read() as connection:
+            record = await key_by_id(connection, key_id)
+        if record is None or record.revoked_at is not None:
+            raise AuthenticationFailed("the API key the stream ticket was issued for was revoked")
+        if not record.usable_at(utc_now()):
+            raise AuthenticationFailed("the API key the stream ticket was issued for has expired")
+
     async def grant(self, key_id: UUID) -> KeyGrant | None:
         """A key's grant by id, revoked or expired or not (None when it no longer exists):
         the limits a task submitted with it ran under, for its run to go on under them."""

@@ -33,8 +33,12 @@ class AuditAction(StrEnum):
     WEBHOOK_REDELIVER = "webhook.redeliver"
     FILE_UPLOAD = "file.upload"
     FILE_DELETE = "file.delete"
+    FILE_UPDATE = "file.update"
     SECRET_PUT = "secret.put"
     SECRET_DELETE = "secret.delete"
+    SECRET_SCOPE = "secret.scope"
+    # A run's use of a secret (or its refusal): by the run's caller, through what, for what.
+    SECRET_USE = "secret.use"
     API_KEY_CREATE = "api_key.create"
     API_KEY_REVOKE = "api_key.revoke"
     APPROVALS_UPDATE = "tenant.approvals.update"

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from uuid import UUID, uuid4
 
 from PIL import Image
-from pypdf import PdfReader
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.chain.models import utc_now
@@ -26,7 +25,8 @@ from app.storage.files import (
     FileStore,
 )
 from app.storage.pagination import Cursor, Page
-from app.storage.records import FileRecord, FileTextRecord
+from app.storage.records import FileRecord, FileTextRecord, FileVisibility
+from app.tools import documents
 from app.tools.services import FileAccess, FileInfo, FileMatch, not_found
 
 logger = logging.getLogger(__name__)
@@ -48,7 +48,6 @@ IMAGE_TYPES = {
 # 1 MB, and a headline's cost grows with its chunk), and at most this much of a file.
 CHUNK_CHARS = 32_000
 MAX_TEXT_CHARS = 5_000_000
-MAX_PDF_PAGES = 2_000
 # How a PDF's pages are told apart in `FileAccess.text`.
 PAGE_BREAK = "\f"
 
@@ -70,9 +69,10 @@ class Described:
 
 
 def describe(data: bytes) -> Described:
-    """Sniffs `data`: a PDF by its magic bytes (text per page), an image by Pillow (format and
-    size; the pixels are not decoded), text if it is UTF-8 without NUL, else binary. CPU-bound:
-    run it in a thread."""
+    """Sniffs `data`: a PDF by its magic bytes (text per page, read in another process within
+    the document limits: `DocumentRefused` past them), an image by Pillow (format and size;
+    the pixels are not decoded), text if it is UTF-8 without NUL, else binary. CPU-bound or
+    waiting: run it in a thread."""
     if data.startswith(b"%PDF-"):
         return _pdf(data)
     image = _image(data)
@@ -91,27 +91,21 @@ def describe(data: bytes) -> Described:
 
 
 def _pdf(data: bytes) -> Described:
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            reader.decrypt("")
-        pages = len(reader.pages)
-    except Exception as exc:  # pypdf raises many kinds on malformed files
-        logger.info("a PDF could not be read: %s", exc)
+    """Read in another process, within the document limits (`DocumentRefused` past them)."""
+    read = documents.current().read_pdf(data, stop_chars=MAX_TEXT_CHARS)
+    if read.unreadable is not None:
+        logger.info("a PDF could not be read: %s", read.unreadable)
         return Described(PDF)
+    for failure in read.failures:
+        logger.info("a PDF has no readable text on %s", failure)
     chunks: list[FileTextRecord] = []
     total = 0
-    for number, page in enumerate(reader.pages[:MAX_PDF_PAGES], start=1):
-        try:
-            text = page.extract_text()
-        except Exception as exc:
-            logger.info("page %d of a PDF has no readable text: %s", number, exc)
-            text = ""
-        text = text.replace(PAGE_BREAK, "\n").replace("\x00", "").strip()
+    for number, page_text in enumerate(read.texts, start=1):
+        text = page_text.replace(PAGE_BREAK, "\n").replace("\x00", "").strip()
         text = text[: max(MAX_TEXT_CHARS - total, 0)]
         total += len(text)
         chunks.extend(FileTextRecord(page=number, text=c) for c in chunked(text) or [""])
-    return Described(PDF, pages=pages, chunks=chunks, has_text=True)
+    return Described(PDF, pages=read.pages, chunks=chunks, has_text=True)
 
 
 def _image(data: bytes) -> Described | None:
@@ -165,9 +159,20 @@ class FileLibrary:
             return cls(database, DirectoryFileStore(settings.files_dir))
         return cls(database, DatabaseFileStore(database))
 
-    async def upload(self, tenant_id: str, name: str | None, data: bytes, *, by: str) -> FileRecord:
-        """Stores a new file of the tenant and its audit event (`file.upload`)."""
-        described = await asyncio.to_thread(describe, data)
+    async def upload(
+        self,
+        tenant_id: str,
+        name: str | None,
+        data: bytes,
+        *,
+        by: str,
+        visibility: FileVisibility = "private",
+    ) -> FileRecord:
+        """Stores a new file of the tenant and its audit event (`file.upload`): `private`
+        (its uploader's alone) unless it is shared with the `tenant`."""
+        # One tenant's uploads take a share of the reading processes, not all of them.
+        async with documents.current().tenants.slot(tenant_id):
+            described = await asyncio.to_thread(describe, data)
         record = FileRecord(
             id=uuid4(),
             tenant_id=tenant_id,
@@ -181,6 +186,7 @@ class FileLibrary:
             text_chars=described.text_chars,
             created_by=by,
             created_at=utc_now(),
+            visibility=visibility,
         )
         # Bytes first: a file's row never names bytes that are not there.
         await self.store.put(record.id.hex, data)
@@ -195,7 +201,7 @@ class FileLibrary:
 
     async def delete(self, tenant_id: str, file_id: UUID, *, by: str) -> FileRecord | None:
         """Deletes the tenant's file (audited, `file.delete`); None if it has none by that id.
-        Tasks it was given to find it gone."""
+        Tasks it was given to find it gone. Who may delete it is the caller's to check."""
         async with self.database.transaction() as connection:
             record = await FileRepository(connection, tenant_id).delete(file_id)
             if record is not None:
@@ -204,24 +210,52 @@ class FileLibrary:
             await self.store.delete(record.id.hex)
         return record
 
-    async def get(self, tenant_id: str, file_id: UUID) -> FileRecord | None:
-        async with self.database.read() as connection:
-            return await FileRepository(connection, tenant_id).get(file_id)
+    async def set_visibility(
+        self, tenant_id: str, file_id: UUID, visibility: FileVisibility, *, by: str
+    ) -> tuple[FileRecord, FileRecord] | None:
+        """Shares the tenant's file with the tenant, or makes it its uploader's alone
+        (audited, `file.update`, with the visibility before and after): the record before
+        and after, or None if it has none by that id. Who may is the caller's to check."""
+        async with self.database.transaction() as connection:
+            repository = FileRepository(connection, tenant_id)
+            before = await repository.get(file_id)
+            after = await repository.set_visibility(file_id, visibility)
+            if before is None or after is None:
+                return None
+            changed = {"before": before.visibility, "after": after.visibility}
+            await self._audit(connection, after, AuditAction.FILE_UPDATE, by, visibility=changed)
+        return before, after
 
-    async def get_many(self, tenant_id: str, file_ids: Sequence[UUID]) -> list[FileRecord]:
-        """The tenant's files among `file_ids`, in their order; ids it has no file by are
-        left out (compare the lengths to refuse them)."""
+    async def get(
+        self, tenant_id: str, file_id: UUID, *, reader: str | None = None
+    ) -> FileRecord | None:
+        """The tenant's file, if `reader` may see it (None: whoever reads, the service)."""
         async with self.database.read() as connection:
-            found = await FileRepository(connection, tenant_id).get_many(list(file_ids))
+            return await FileRepository(connection, tenant_id, reader=reader).get(file_id)
+
+    async def get_many(
+        self, tenant_id: str, file_ids: Sequence[UUID], *, reader: str | None = None
+    ) -> list[FileRecord]:
+        """The tenant's files among `file_ids` that `reader` may see, in their order; the
+        other ids are left out (compare the lengths to refuse them)."""
+        async with self.database.read() as connection:
+            found = await FileRepository(connection, tenant_id, reader=reader).get_many(
+                list(file_ids)
+            )
         by_id = {record.id: record for record in found}
         return [by_id[file_id] for file_id in dict.fromkeys(file_ids) if file_id in by_id]
 
-    async def page(self, tenant_id: str, *, cursor: Cursor | None, limit: int) -> Page[FileRecord]:
+    async def page(
+        self, tenant_id: str, *, cursor: Cursor | None, limit: int, reader: str | None = None
+    ) -> Page[FileRecord]:
         async with self.database.read() as connection:
-            return await FileRepository(connection, tenant_id).page(cursor=cursor, limit=limit)
+            files = FileRepository(connection, tenant_id, reader=reader)
+            return await files.page(cursor=cursor, limit=limit)
 
-    async def content(self, tenant_id: str, file_id: UUID) -> tuple[FileRecord, bytes] | None:
-        record = await self.get(tenant_id, file_id)
+    async def content(
+        self, tenant_id: str, file_id: UUID, *, reader: str | None = None
+    ) -> tuple[FileRecord, bytes] | None:
+        record = await self.get(tenant_id, file_id, reader=reader)
         if record is None:
             return None
         data = await self.store.get(record.id.hex)
@@ -229,13 +263,18 @@ class FileLibrary:
             return None
         return record, data
 
-    def access(self, tenant_id: str, attached: Sequence[str]) -> FileAccess:
-        """The tenant's files for one run; `attached` are those given to its task."""
-        return TenantFiles(self, tenant_id, tuple(attached))
+    def access(self, tenant_id: str, attached: Sequence[str], *, user: str) -> FileAccess:
+        """The tenant's files for one run of `user` (those it may read); `attached` are
+        those given to its task."""
+        return TenantFiles(self, tenant_id, tuple(attached), user)
 
     @staticmethod
     async def _audit(
-        connection: AsyncConnection, record: FileRecord, action: AuditAction, by: str
+        connection: AsyncConnection,
+        record: FileRecord,
+        action: AuditAction,
+        by: str,
+        **more: object,
     ) -> None:
         row = audit_row(
             actor=by,
@@ -247,6 +286,8 @@ class FileLibrary:
                 "media_type": record.media_type,
                 "size_bytes": record.size_bytes,
                 "sha256": record.sha256,
+                "visibility": record.visibility,
+                **more,
             },
             at=utc_now(),
         )
@@ -264,7 +305,8 @@ def attachment_line(record: FileRecord) -> str:
     return f"{record.name} ({kind}, {record.size_bytes} bytes), file_id {record.id}"
 
 
-def file_info(record: FileRecord) -> FileInfo:
+def file_info(record: FileRecord, user: str | None = None) -> FileInfo:
+    """What a run of `user` learns of a file (`theirs`: someone else uploaded it)."""
     return FileInfo(
         id=str(record.id),
         name=record.name,
@@ -274,28 +316,35 @@ def file_info(record: FileRecord) -> FileInfo:
         pages=record.pages,
         width=record.width,
         height=record.height,
+        theirs=user is not None and record.created_by != user,
     )
 
 
 class TenantFiles:
-    """One tenant's files as `FileAccess`: ids that are not the tenant's files (malformed,
-    deleted, another tenant's) are `not_found` alike."""
+    """One tenant's files as `FileAccess` for a run of `user`: ids that are not files it
+    may read (malformed, deleted, another tenant's, another member's private one) are
+    `not_found` alike."""
 
-    def __init__(self, library: FileLibrary, tenant_id: str, attached: tuple[str, ...]) -> None:
+    def __init__(
+        self, library: FileLibrary, tenant_id: str, attached: tuple[str, ...], user: str
+    ) -> None:
         self._library = library
         self._database = library.database
         self._tenant_id = tenant_id
         self._attached = attached
+        self._user = user
 
     def attached(self) -> Sequence[str]:
         return self._attached
 
     async def list_files(self, *, limit: int) -> list[FileInfo]:
-        page = await self._library.page(self._tenant_id, cursor=None, limit=limit)
-        return [file_info(record) for record in page.items]
+        page = await self._library.page(
+            self._tenant_id, cursor=None, limit=limit, reader=self._user
+        )
+        return [file_info(record, self._user) for record in page.items]
 
     async def info(self, file_id: str) -> FileInfo:
-        return file_info(await self._record(file_id))
+        return file_info(await self._record(file_id), self._user)
 
     async def content(self, file_id: str) -> bytes:
         record = await self._record(file_id)
@@ -322,10 +371,11 @@ class TenantFiles:
 
     async def search(self, query: str, *, limit: int) -> list[FileMatch]:
         async with self._database.read() as connection:
-            hits = await FileRepository(connection, self._tenant_id).search(query, limit=limit)
+            files = FileRepository(connection, self._tenant_id, reader=self._user)
+            hits = await files.search(query, limit=limit)
         return [
             FileMatch(
-                file=file_info(hit.file),
+                file=file_info(hit.file, self._user),
                 rank=hit.rank,
                 snippet=hit.snippet if hit.page is None else f"(page {hit.page}) {hit.snippet}",
             )
@@ -337,7 +387,7 @@ class TenantFiles:
             parsed = UUID(file_id)
         except (ValueError, TypeError, AttributeError):
             raise _not_found(file_id) from None
-        record = await self._library.get(self._tenant_id, parsed)
+        record = await self._library.get(self._tenant_id, parsed, reader=self._user)
         if record is None:
             raise _not_found(file_id)
         return record

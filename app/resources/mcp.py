@@ -5,7 +5,7 @@ status recorded when it changes."""
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
@@ -19,7 +19,7 @@ from app.tools.errors import ToolError
 from app.tools.mcp import Health, McpConnection, McpTool, McpToolSpec, discover, named
 from app.tools.mcp.session import HeaderSource
 from app.tools.registry import RegisteredTool
-from app.tools.services import NetworkPolicy, resolve_headers
+from app.tools.services import NetworkPolicy, SecretUse, resolve_headers
 
 logger = logging.getLogger(__name__)
 
@@ -29,9 +29,13 @@ CACHE_TTL_S = 5.0
 
 
 class SecretValues(Protocol):
-    """A tenant's secrets by name; `ToolError` with `secret_not_found` for an unknown one."""
+    """A tenant's secrets by name, for a use: `ToolError` with `secret_not_found` for an
+    unknown one, `secret_out_of_scope` for one its `usable_by` does not allow the use of.
+    `redactor` masks them (every form of every value) in what is written of the tenant."""
 
-    async def value(self, tenant_id: str, name: str) -> str: ...
+    async def value(self, tenant_id: str, name: str, use: SecretUse | None = None) -> str: ...
+
+    async def redactor(self, tenant_id: str) -> Callable[[str], str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,18 +216,51 @@ class McpServers:
             if allowed is not None and spec.remote not in allowed:
                 continue
             roles = tuple(record.tool_roles.get(spec.remote, ()))
-            tool = McpTool(connection, name, spec, required_roles=roles, timeout_s=self._timeout_s)
+            tool = McpTool(
+                connection,
+                name,
+                spec,
+                required_roles=roles,
+                timeout_s=self._timeout_s,
+                secrets=secret_names(record.headers),
+            )
             tools.append(RegisteredTool.of(tool))
         return tuple(tools)
 
     def _header_source(self, record: McpServerRecord) -> HeaderSource:
         secrets, tenant_id, headers = self._secrets, record.tenant_id, dict(record.headers)
+        # The session is the server's, shared by the tenant's runs: its secrets are checked
+        # here as sent by the server, and each run's call as that run's use (`McpTool`).
+        use = SecretUse("mcp_server", record.name)
 
         async def resolve() -> dict[str, str]:
-            lookup = None if secrets is None else partial(secrets.value, tenant_id)
+            lookup = None if secrets is None else partial(secrets.value, tenant_id, use=use)
             return await resolve_headers(headers, lookup)
 
         return resolve
+
+    async def _redacted(self, tenant_id: str, detail: str | None) -> str | None:
+        """A status detail as stored: whatever the server said, without the tenant's secrets
+        (which a failing server may echo, in any case or encoded)."""
+        if detail is None or self._secrets is None:
+            return detail
+        return (await self._secrets.redactor(tenant_id))(detail)
+
+    async def _redacted_tools(
+        self, tenant_id: str, documents: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Discovered tools as stored: what the server wrote of each (its description, its
+        parameters' texts, why it was skipped) without the tenant's secrets; names as given."""
+        if self._secrets is None:
+            return documents
+        redact = await self._secrets.redactor(tenant_id)
+        return [
+            {
+                key: value if key == "remote" else _redacted(value, redact)
+                for key, value in doc.items()
+            }
+            for doc in documents
+        ]
 
     async def _discover(self, tenant_id: str, server: _Server) -> McpServerRecord | None:
         record = server.record
@@ -241,6 +278,9 @@ class McpServers:
             ]
             status = "ok"
             detail = notes(record.model_copy(update={"tools": documents}))
+        detail = await self._redacted(tenant_id, detail)
+        if documents is not None:
+            documents = await self._redacted_tools(tenant_id, documents)
         async with self._database.transaction() as connection:
             repository = McpServerRepository(connection, tenant_id)
             await repository.record_discovery(
@@ -278,6 +318,7 @@ class McpServers:
             entry = self._tenants.get(tenant_id)
             server = None if entry is None else entry.servers.get(server_id)
             detail = None if server is None else notes(server.record)
+        detail = await self._redacted(tenant_id, detail)
         async with self._database.transaction() as connection:
             await McpServerRepository(connection, tenant_id).record_status(
                 server_id, status=status, detail=detail, at=utc_now()
@@ -319,6 +360,26 @@ def notes(record: McpServerRecord) -> str | None:
     if missing:
         lines.append("allowed_tools names tools it does not list: " + ", ".join(missing))
     return "; ".join(lines) or None
+
+
+def _redacted(value: Any, redact: Callable[[str], str]) -> Any:
+    """`value` (JSON-like) with `redact` applied to every string in it (keys as they are)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redacted(item, redact) for item in value]
+    if isinstance(value, dict):
+        return {key: _redacted(item, redact) for key, item in value.items()}
+    return value
+
+
+def secret_names(headers: Mapping[str, Any]) -> tuple[str, ...]:
+    """The tenant secrets `headers` (as stored) send, by name."""
+    return tuple(
+        str(value["secret"])
+        for value in headers.values()
+        if isinstance(value, Mapping) and "secret" in value
+    )
 
 
 def _health_of(record: McpServerRecord) -> Health | None:

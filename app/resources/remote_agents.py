@@ -15,11 +15,12 @@ from app.resources.mcp import SecretValues
 from app.storage import Database
 from app.storage.remote_agents import RemoteAgentRecord, RemoteAgentRepository
 from app.storage.tenants import network_allow
-from app.tools.a2a.cards import card_of
+from app.tools.a2a.cards import card_of, origin_of
 from app.tools.a2a.client import A2AConnector
 from app.tools.a2a.remote import RemoteAgentTool, skills_of
+from app.tools.errors import ToolError
 from app.tools.registry import RegisteredTool
-from app.tools.services import NetworkPolicy, resolve_headers
+from app.tools.services import NetworkPolicy, SecretUse, resolve_headers
 
 # How long an instance offers a tenant's agents' tools as it last read them; changes made
 # through this instance apply at once, others' within this time.
@@ -77,17 +78,28 @@ class RemoteAgents:
         """The tenant's agents changed: its next `tools_for` reads them again."""
         self._tenants.pop(tenant_id, None)
 
-    async def fetch_card(self, tenant_id: str, url: str, headers: Mapping[str, Any]) -> AgentCard:
-        """The agent card at `url`, fetched with `headers` (secrets resolved) where the
-        tenant's network allow-list and the operator's let it go. Raises `ToolError`:
-        `CardRefused` for a card that cannot be used, `DestinationRefused` for an address the
-        guard refuses, `secret_not_found` for a header's unknown secret."""
+    async def fetch_card(
+        self, tenant_id: str, url: str, headers: Mapping[str, Any], *, agent: str
+    ) -> AgentCard:
+        """The agent card at `url`, fetched with `headers` (secrets resolved, as sent by the
+        remote agent named `agent`) where the tenant's network allow-list and the operator's
+        let it go. Raises `ToolError` (its message without the tenant's secrets, whatever
+        the other side echoed): `CardRefused` for a card that cannot be used,
+        `DestinationRefused` for an address the guard refuses, `secret_not_found` for a
+        header's unknown secret, `secret_out_of_scope` for one `agent` may not send."""
         async with self._database.read() as connection:
             allowed = await network_allow(connection, tenant_id)
         network = self._network.merged(NetworkPolicy.of(allowed)) if allowed else self._network
-        lookup = None if self._secrets is None else partial(self._secrets.value, tenant_id)
-        resolved = await resolve_headers(headers, lookup)
-        return await self.connector.fetch_card(url, network=network, headers=resolved)
+        secrets = self._secrets
+        use = SecretUse("remote_agent", agent)
+        lookup = None if secrets is None else partial(secrets.value, tenant_id, use=use)
+        try:
+            resolved = await resolve_headers(headers, lookup)
+            return await self.connector.fetch_card(url, network=network, headers=resolved)
+        except ToolError as exc:
+            if secrets is not None:
+                exc.message = (await secrets.redactor(tenant_id))(exc.message)
+            raise
 
     def _tools(self, record: RemoteAgentRecord) -> list[RegisteredTool]:
         card = card_of(record.card)
@@ -98,6 +110,7 @@ class RemoteAgents:
                     self.connector,
                     agent=record.name,
                     card=card,
+                    origin=origin_of(record.card_url),
                     skill=skill,
                     headers=record.headers,
                 )

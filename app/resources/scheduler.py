@@ -8,7 +8,9 @@ for it exactly one fires it. The next firing is the schedule's first after *now*
 that was down for hours fires a missed schedule once, not once per missed firing.
 
 A firing whose previous task still runs is skipped and counted; one whose submission is
-refused (a quota, an archived agent...) is recorded as the schedule's `last_error`. A process
+refused (a quota, an archived agent...) is recorded as the schedule's `last_error`. A schedule
+whose cron names no further firing (within `MAX_YEARS_BETWEEN_FIRINGS`) fires this once and is
+paused, saying why in `last_error`. A process
 that dies between the claim and the submission loses that one firing (at most once)."""
 
 import asyncio
@@ -18,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from uuid import UUID
 
-from app.resources.cron import next_fire
+from app.resources.cron import InvalidCron, next_fire
 from app.storage.schedules import ScheduleRecord, ScheduleStore
 
 logger = logging.getLogger(__name__)
@@ -83,11 +85,17 @@ class Scheduler:
         for schedule in await self._store.due(now):
             fire_at = schedule.next_fire_at
             assert fire_at is not None  # due ones have one
-            following = next_fire(schedule.cron, schedule.timezone, now)
+            try:
+                following: datetime | None = next_fire(schedule.cron, schedule.timezone, now)
+                stopped = None
+            except InvalidCron as exc:  # stored before such expressions were refused
+                following, stopped = None, f"paused: {exc}"
             if not await self._store.claim(schedule.id, fire_at, following):
                 continue  # another instance fired it, or it was paused or changed
             claimed += 1
             await self._fire_claimed(schedule, fire_at)
+            if stopped is not None:
+                await self._store.failed(schedule.id, fire_at, stopped)
         return claimed
 
     async def _fire_claimed(self, schedule: ScheduleRecord, fire_at: datetime) -> None:

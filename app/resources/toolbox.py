@@ -13,6 +13,7 @@ from app.resources.mcp import McpServers
 from app.resources.remote_agents import RemoteAgents
 from app.resources.secrets import SecretVault
 from app.resources.todos import TodoLists
+from app.storage.tenants import NetworkAllow
 from app.tools.base import BaseTool
 from app.tools.builtin import builtin_tools
 from app.tools.plugins import load_plugin_tools
@@ -46,12 +47,16 @@ class TenantTools:
     network: NetworkPolicy
     toolbox: "Toolbox"
 
-    async def services(self, task_id: UUID, file_ids: Sequence[str] = ()) -> ToolServices:
-        """The services of one run of this tenant: `file_ids` are the files given to it."""
+    async def services(
+        self, task_id: UUID, file_ids: Sequence[str] = (), *, user: str
+    ) -> ToolServices:
+        """The services of one run of this tenant for `user`: `file_ids` are the files
+        given to it; its file tools read what `user` may read."""
         box = self.toolbox
+        files = box.files
         return ToolServices(
             secrets=None if box.secrets is None else await box.secrets.resolver(self.tenant_id),
-            files=None if box.files is None else box.files.access(self.tenant_id, file_ids),
+            files=None if files is None else files.access(self.tenant_id, file_ids, user=user),
             todos=None if box.todos is None else box.todos.for_task(self.tenant_id, task_id),
             network=self.network,
         )
@@ -88,5 +93,5 @@ class Toolbox:
         return TenantTools(tenant.id, registry, self.network_of(tenant), self)
 
     def network_of(self, tenant: Tenant) -> NetworkPolicy:
-        allowed = tenant.record.network_allow
+        allowed = NetworkAllow.of(tenant.record.network_allow).effective
         return self.network.merged(NetworkPolicy.of(allowed)) if allowed else self.network

@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -15,6 +13,7 @@ from app.agents.spec import AgentSpec
 from app.chain import Budget
 from app.runs.models import AGENT_NAME_PATTERN, AGENT_REF_PATTERN, Metadata
 from app.storage.agents import AgentRepository
+from app.tools.schemas import size_problem
 from app.tools.subagents import is_sub_agent_ref, sub_agent_ref
 
 DEFAULT_AGENT = "default"
@@ -65,10 +64,11 @@ class AgentDefinition(AgentSpec):
     def _object_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         if schema is None:
             return None
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            raise ValueError(f"is not a valid JSON Schema: {exc.message}") from exc
+        # Only what is cheap: whether it is a JSON Schema the service applies is checked
+        # where a definition is stored, off the event loop (`check_definition`).
+        too_large = size_problem(schema)
+        if too_large is not None:
+            raise ValueError(too_large)
         if schema.get("type") != "object":
             raise ValueError("must be a JSON Schema of type 'object'")
         return schema

@@ -23,8 +23,10 @@ from app.tools.approvals import (
     ApprovalStatus,
     Decision,
     PendingApproval,
+    exfiltration_of,
     timeout_of,
 )
+from app.tools.dataflow import DataFlow, ExfiltrationMode
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +41,9 @@ def approval_gate(
     *,
     default_timeout_s: float,
 ) -> ApprovalGate:
-    """Which of the run's calls wait for a human (the tenant's and the agent's rules, and
-    each tool's own), and what was decided for those of its last suspension."""
+    """Which of the run's calls wait for a human (the tenant's and the agent's rules, each
+    tool's own, and calls that could send data out once the run holds untrusted and private
+    data), and what was decided for those of its last suspension."""
     own = agent.definition.approvals
     rules = [r for r in (own, policy.approvals) if r is not None]
     submitter_decides = own is not None and own.submitter_decides
@@ -63,6 +66,7 @@ def approval_gate(
         ask=ask,
         consume=consume,
         timeout_s=timeout_of(rules, default_timeout_s),
+        flow=DataFlow(asks=exfiltration_of(rules) is ExfiltrationMode.APPROVE),
     )
 
 

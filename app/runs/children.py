@@ -16,6 +16,7 @@ has left, narrowed by the call's cap and the child agent's own budget."""
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from decimal import Decimal
@@ -31,6 +32,7 @@ from app.chain import (
     TaskState,
     format_usd,
 )
+from app.chain.models import DataLabel
 from app.runs.active import ActiveRuns
 from app.runs.admission import Admission
 from app.runs.agents import (
@@ -44,13 +46,16 @@ from app.runs.recorder import facts_of
 from app.runs.starter import RunStart, RunStarter
 from app.runs.waiters import TaskWaiters
 from app.storage.records import TaskRecord
-from app.storage.runs import TaskQueue
+from app.storage.runs import StreamReads, TaskQueue
 from app.storage.runs.queue import held_by
+from app.tools.dataflow import PRIVATE, UNTRUSTED
 from app.tools.errors import ToolError
 from app.tools.models import ChildRun
 from app.tools.subagents import SubAgentAnswer, SubAgentCall, SubAgentTool, sub_agent_ref
 
 logger = logging.getLogger(__name__)
+
+_LABELS: frozenset[str] = frozenset({UNTRUSTED, PRIVATE})
 
 DEFAULT_MAX_DEPTH = 3
 Cancel = Callable[[TaskRecord, str], Awaitable[bool | None]]
@@ -69,8 +74,10 @@ class ChildRuns:
         *,
         me: str,
         max_depth: int = DEFAULT_MAX_DEPTH,
+        streams: StreamReads | None = None,
     ) -> None:
         self.queue = queue
+        self.streams = streams
         self.admission = admission
         self.active = active
         self.waiters = waiters
@@ -175,7 +182,22 @@ class RunDelegation:
         except asyncio.CancelledError:
             await asyncio.shield(self._stop(child_id))
             raise
-        return _answer(call.agent, child)
+        answer = _answer(call.agent, child)
+        return dataclasses.replace(answer, labels=await self._labels(child))
+
+    async def _labels(self, child: TaskRecord) -> frozenset[DataLabel]:
+        """What the child's run read, from its stored results: the parent's run holds it
+        once the answer is in (one read of the child's steps per call)."""
+        streams = self._children.streams
+        if streams is None:
+            return frozenset()
+        labels: set[DataLabel] = set()
+        for text in await streams.chain_steps(child.chain_id):
+            if '"labels"' not in text:  # most steps carry none: no need to parse them
+                continue
+            result = json.loads(text).get("tool_result") or {}
+            labels.update(label for label in result.get("labels", ()) if label in _LABELS)
+        return frozenset(labels)
 
     async def _start_child(self, call: SubAgentCall, child_id: UUID) -> TaskRecord:
         children, parent = self._children, self._task

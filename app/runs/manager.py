@@ -144,6 +144,7 @@ class RunManager:
             self.cancel,
             me=me,
             max_depth=max_agent_depth,
+            streams=stores.streams,
         )
         self._starter = RunStarter(
             stores,

@@ -209,7 +209,9 @@ class RunStarter:
         services = (
             None
             if tools is None
-            else await tools.services(task.id, [str(a.file_id) for a in start.attachments])
+            else await tools.services(
+                task.id, [str(a.file_id) for a in start.attachments], user=task.user_id
+            )
         )
         decisions = await self._stores.approvals.decisions(task.id) if resumed else []
         gate = approval_gate(
@@ -257,6 +259,11 @@ class RunStarter:
             if own:
                 base = registry if registry is not None else runtime.registry
                 registry = base.extended(RegisteredTool.of(tool) for tool in own)
+        if start.history:  # what the conversation's earlier turns read is in this run too
+            known = registry if registry is not None else runtime.registry
+            gate.flow.took_in_history(
+                start.history, lambda name: known.definition(name) if name in known else None
+            )
         agent_task = AgentTask(
             id=str(task.id),
             input=submission.input,

@@ -48,8 +48,8 @@ async def task_stream(
 
     With a `view` that lacks full access, each step is sent as that view renders it and hidden
     steps are left out; ids stay the stream's own, so a reconnect resumes where it left off.
-    Such a view reads from the start (unless it has nothing to redact), so that secrets of
-    earlier steps are known to it.
+    Such a view reads from the start, so that the secrets of earlier steps, and the steps it
+    withholds, are known to it.
     """
     gauge = manager.metrics.open_streams
     gauge.inc()
@@ -77,8 +77,9 @@ async def _viewed(
 ) -> AsyncGenerator[StreamItem, None]:
     if view is not None and view.full_access:
         view = None
-    # A view with nothing to redact has nothing to learn from earlier steps either.
-    start = 0 if view is not None and not view.transparent else after
+    # Even a view with nothing to redact learns from earlier steps: the tool steps their
+    # stored levels withhold, which later prompts may repeat.
+    start = 0 if view is not None else after
     events = _events(
         manager, stores, task_id, tenant_id, chain_id, start, keepalive_s, buffered=after == 0
     )

@@ -13,7 +13,7 @@ made again."""
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -38,6 +38,7 @@ from app.storage.types import RawJSON
 from app.tools.errors import ToolError
 from app.tools.executor import ToolExecutor
 from app.tools.models import ChildRun, ToolCallContext
+from app.tools.services import NO_SERVICES
 
 REMOTE_AGENT = "remote_agent"
 """The key of a trail's stored request that names the remote agent whose task it records."""
@@ -80,9 +81,17 @@ class _TrailAgent(CoTAgent):
 class _Trail:
     """One call's trail (the `Trail` its tool writes to)."""
 
-    def __init__(self, task: TaskRecord, told: asyncio.Queue[tuple[str, Any]]) -> None:
+    def __init__(
+        self,
+        task: TaskRecord,
+        told: asyncio.Queue[tuple[str, Any]],
+        redact: Callable[[str], str] = str,
+    ) -> None:
         self.task = task
         self._told = told
+        # What the other agent says may echo what it was sent (a secret header): masked as
+        # the call's own result is.
+        self._redact = redact
         self.answered = False
 
     @property
@@ -91,17 +100,17 @@ class _Trail:
 
     def note(self, text: str) -> None:
         if not self.answered:
-            self._told.put_nowait(("note", text))
+            self._told.put_nowait(("note", self._redact(text)))
 
     def answer(self, text: str) -> None:
         if not self.answered:
             self.answered = True
-            self._told.put_nowait(("answer", text))
+            self._told.put_nowait(("answer", self._redact(text)))
 
     def fail(self, code: ErrorCode, message: str) -> None:
         if not self.answered:
             self.answered = True
-            self._told.put_nowait(("fail", (code, message)))
+            self._told.put_nowait(("fail", (code, self._redact(message))))
 
 
 class RunTrails:
@@ -158,7 +167,7 @@ class RunTrails:
             seen_as=(call.tool_call.tool_type, call.tool_call.tool_name),
             call=facts_of(call),
         )
-        trail = _Trail(task, told)
+        trail = _Trail(task, told, (context.services or NO_SERVICES).redact)
         context.started.append(trail.child)
         try:
             yield trail

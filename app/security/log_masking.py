@@ -1,13 +1,13 @@
 """Secret values kept out of log lines: a `SecretMasker` learns every value the process opens,
 and a logging filter on the handlers masks them in each record before it is written."""
 
-import json
 import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
 from app.security.api_keys import KEY_PREFIX
+from app.security.redaction import Redactor
 
 # Values remembered at most; past it the oldest are forgotten first (a process holds far
 # fewer: the secrets of the tenants it ran for, their former values included).
@@ -47,38 +47,73 @@ def _mask_split_credentials(record: logging.LogRecord) -> None:
 
 
 class SecretMasker:
-    """Replaces every known secret value in a text with `mask`, in plain form and as JSON
-    escapes it. Values shorter than `min_chars` are not masked inside other text (they would
-    mask every "a"). Safe to use from any thread: logging may run in several."""
+    """Replaces every known secret value in a text with `mask`, in every form `Redactor`
+    knows (any case, JSON and URL escapes, base64 and hex). Values shorter than `min_chars`
+    are not masked inside other text (they would mask every "a"). Safe to use from any
+    thread: logging may run in several.
+
+    Values are learnt in batches, each compiled on its own; batches of like size are merged
+    (as an LSM tree's levels are), so that learning one more value costs its own forms, not
+    every value's again, and a text is matched against a few patterns at most."""
 
     def __init__(self, mask: str, *, min_chars: int) -> None:
         self.mask = mask
         self._min_chars = min_chars
         self._values: dict[str, None] = {}  # insertion-ordered: oldest first
-        self._pattern: re.Pattern[str] | None = None
+        # Oldest first; each holds the values of `_batches` at the same place.
+        self._redactors: tuple[Redactor, ...] = ()
+        self._batches: list[list[str]] = []
         self._lock = threading.Lock()
 
     def learn(self, values: Iterable[str]) -> None:
         """Remembers `values` (every form a log line could hold them in)."""
         with self._lock:
-            before = len(self._values)
-            for value in values:
-                if len(value) < self._min_chars:
-                    continue
-                for form in (value, json.dumps(value, ensure_ascii=False)[1:-1]):
-                    self._values.pop(form, None)
-                    self._values[form] = None
-            if len(self._values) == before:
+            new = [
+                value
+                for value in dict.fromkeys(values)
+                if len(value) >= self._min_chars and value not in self._values
+            ]
+            if not new:
                 return
-            while len(self._values) > MAX_VALUES:
-                del self._values[next(iter(self._values))]
-            # Longest first, so that a value containing another is masked whole.
-            forms = sorted(self._values, key=len, reverse=True)
-            self._pattern = re.compile("|".join(re.escape(form) for form in forms))
+            self._values.update(dict.fromkeys(new))
+            batches = [*self._batches, new]
+            redactors = [*self._redactors, self._redactor(new)]
+            # As a binary counter carries: each value is compiled again log2(n) times.
+            while len(batches) > 1 and len(batches[-2]) <= len(batches[-1]):
+                merged = batches[-2] + batches.pop()
+                batches[-1] = merged
+                redactors[-2:] = [self._redactor(merged)]
+            if len(self._values) > MAX_VALUES:
+                batches, redactors = self._forget_oldest(batches, redactors)
+            self._batches, self._redactors = batches, tuple(redactors)
+
+    def _redactor(self, values: list[str]) -> Redactor:
+        return Redactor(values, mask=self.mask, min_chars=self._min_chars)
+
+    def _forget_oldest(
+        self, batches: list[list[str]], redactors: list[Redactor]
+    ) -> tuple[list[list[str]], list[Redactor]]:
+        """Drops the oldest values past `MAX_VALUES` (with their batch, recompiled)."""
+        excess = len(self._values) - MAX_VALUES
+        forgotten = list(self._values)[:excess]
+        for value in forgotten:
+            del self._values[value]
+        gone = set(forgotten)
+        kept_batches, kept_redactors = [], []
+        for batch, redactor in zip(batches, redactors, strict=True):
+            kept = [value for value in batch if value not in gone]
+            if len(kept) == len(batch):
+                kept_batches.append(batch)
+                kept_redactors.append(redactor)
+            elif kept:
+                kept_batches.append(kept)
+                kept_redactors.append(self._redactor(kept))
+        return kept_batches, kept_redactors
 
     def __call__(self, text: str) -> str:
-        pattern = self._pattern
-        return text if pattern is None else pattern.sub(self.mask, text)
+        for redactor in self._redactors:
+            text = redactor(text)
+        return text
 
 
 class MaskingFilter(logging.Filter):

@@ -29,6 +29,9 @@ class Permission(StrEnum):
     SECRET_CONFIGURE = "secret:configure"
     FILE_READ = "file:read"
     FILE_WRITE = "file:write"
+    # Read, share and delete any file of the tenant, members' private ones included (tenant
+    # admins); members delete and share their own.
+    FILE_MANAGE = "file:manage"
     API_KEY_CONFIGURE = "api_key:configure"
     # Webhook endpoints, their secrets and deliveries (tenant admins).
     WEBHOOK_CONFIGURE = "webhook:configure"

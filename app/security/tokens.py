@@ -42,9 +42,12 @@ class TokenVerifier:
     that one algorithm:
 
     - `HS256` with `secret` (no secret: refused);
-    - one of `algorithms` with the key named by `kid` in `jwks` (no JWKS: refused); `iss`
-      and `aud` are then required and checked when `issuer` / `audience` are set;
+    - one of `algorithms` with the key named by `kid` in `jwks` (no JWKS: refused);
     - anything else is refused as "the token's algorithm is not accepted".
+
+    On both paths `iss` and `aud` are required and checked when `issuer` / `audience` are
+    set: a deployment that names its issuer and audience accepts no token, of either kind,
+    minted for another (`mint_token` takes them).
 
     Every token needs `exp`; `nbf` and `iat` are checked when present, all with `leeway_s`.
     `sub` must be a non-empty string of at most 255 characters, the `tenant_claim` one of at
@@ -128,33 +131,24 @@ class TokenVerifier:
         except jwt.InvalidTokenError as exc:
             raise AuthenticationFailed("the token is malformed") from exc
         algorithm = header.get("alg")
+        key: str | jwt.PyJWK
         if algorithm == HS256 and self._secret is not None:
-            claims = self._decode(token, self._secret, HS256)
+            key = self._secret
         elif (
             self._jwks is not None and isinstance(algorithm, str) and algorithm in self._algorithms
         ):
             key = await self._jwks.key(header.get("kid"), algorithm=algorithm)
-            claims = self._decode(
-                token, key, algorithm, issuer=self._issuer, audience=self._audience
-            )
         else:
             raise AuthenticationFailed("the token's algorithm is not accepted")
-        return self._principal(claims)
+        return self._principal(self._decode(token, key, algorithm))
 
     async def aclose(self) -> None:
         """Closes the JWKS client, if any."""
         if self._jwks is not None:
             await self._jwks.aclose()
 
-    def _decode(
-        self,
-        token: str,
-        key: str | jwt.PyJWK,
-        algorithm: str,
-        *,
-        issuer: str | None = None,
-        audience: str | None = None,
-    ) -> dict[str, Any]:
+    def _decode(self, token: str, key: str | jwt.PyJWK, algorithm: str) -> dict[str, Any]:
+        issuer, audience = self._issuer, self._audience
         required = ["exp", "sub"]
         if issuer is not None:
             required.append("iss")
@@ -170,8 +164,8 @@ class TokenVerifier:
                 audience=audience,
                 options={
                     "require": required,
-                    # Without a configured audience, an identity provider's `aud` is not ours
-                    # to judge (PyJWT would refuse every token carrying one).
+                    # Without a configured audience, a token's `aud` is not ours to judge
+                    # (PyJWT would refuse every token carrying one).
                     "verify_aud": audience is not None,
                     # A weak key published by the identity provider is refused, not warned
                     # about on every request.
@@ -256,10 +250,13 @@ def mint_token(
     roles: Sequence[str],
     ttl: timedelta = timedelta(hours=1),
     now: datetime | None = None,
+    issuer: str | None = None,
+    audience: str | None = None,
 ) -> str:
-    """An HS256 token for local use and tests."""
+    """An HS256 token for local use and tests; with `iss` and `aud` when given (a verifier
+    with an issuer and audience requires them)."""
     issued = now or datetime.now(UTC)
-    claims = {
+    claims: dict[str, Any] = {
         "sub": subject,
         "tenant_id": tenant_id,
         "roles": list(roles),
@@ -267,4 +264,8 @@ def mint_token(
         "nbf": issued,
         "exp": issued + ttl,
     }
+    if issuer is not None:
+        claims["iss"] = issuer
+    if audience is not None:
+        claims["aud"] = audience
     return jwt.encode(claims, secret, algorithm=HS256)

@@ -7,11 +7,15 @@ summary or not at all, and a whole step has its sensitive fields redacted.
 Every step type has its level by one rule (`ReaderView.level`): tool_call and tool_result steps
 by their tool; thinking steps by the LLM tool's rules, since a thought is the model's own reply;
 synthesis steps by their stored level, since the answer is the task's `result` anyway.
+
+What a reader may not see of a tool's step it does not see elsewhere either: the prompts that
+later LLM call steps record show, where they repeat a withheld call or result, what the reader
+sees of that step (`app.security.prompts`).
 """
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 from uuid import UUID
@@ -19,6 +23,7 @@ from uuid import UUID
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
 
 from app.chain import StepType, ToolType, VisibilityLevel
+from app.security.prompts import HIDDEN, WithheldContent
 
 REDACTED = "[REDACTED]"
 MAX_ENTRIES = 200
@@ -55,6 +60,7 @@ _ASCII_ALIKE = {
     "\ufb06": "st",
 }
 _PAYLOADS = frozenset({"thinking", "tool_call", "tool_result", "synthesis"})
+_TOOL_STEPS = frozenset({StepType.TOOL_CALL, StepType.TOOL_RESULT})
 # How JSON may write a character: a string nested in a string is escaped once more per level.
 _ENCODED = {
     '"': r'\\*"',
@@ -205,6 +211,7 @@ class ReaderView:
         self._name_needles = frozenset(self._needles)
         self._values: set[str] = set()
         self._mask: re.Pattern[str] | None = None  # built from `_values` when first needed
+        self._withheld = WithheldContent()
 
     @property
     def masks_values(self) -> bool:
@@ -214,9 +221,17 @@ class ReaderView:
         return bool(self._values)
 
     @property
+    def withholds(self) -> bool:
+        """Whether this view has learned of a tool step it does not show whole: the LLM call
+        steps after it must then be rendered, since their prompts may repeat it."""
+        return bool(self._withheld)
+
+    @property
     def transparent(self) -> bool:
         """Whether this view changes nothing but what the stored levels say: no rules and no
-        sensitive fields. A caller may then pass a step stored at `full` without rendering."""
+        sensitive fields. A caller may then pass a step stored at `full` without rendering,
+        as long as the view `withholds` nothing (a step stored at a lower level is rendered, and
+        teaches it what later prompts must not show)."""
         policy = self._policy
         return not (self._needles or self._role_rules or policy.tools or policy.tool_types)
 
@@ -282,17 +297,29 @@ class ReaderView:
             self.learn(step_json, facts)
             return None
         sensitive = self._needs_parsing(step_json)
-        if level is VisibilityLevel.FULL and not sensitive:
+        prompt = _is_llm_call(facts) and self._withheld.may_hold(step_json)
+        if level is VisibilityLevel.FULL and not sensitive and not prompt:
             return step_json
         step = json.loads(step_json)
         if sensitive:
             self._collect_step(step)
         if level is VisibilityLevel.SUMMARY:
-            return self._summary(step, facts)
-        # The envelope (ids, numbers, time, level) is the system's own: never redacted.
+            seen = self._summary_text(step, facts)
+            if _withholdable(facts):
+                self._withheld.withhold(step, seen)
+            return self._summary(step, seen)
+        # The envelope (ids, numbers, time, level) is the system's own: never redacted. A step
+        # whose text holds no needle holds nothing to redact at any depth either.
         cleaned = {
-            key: self._clean(value) if key in _PAYLOADS else value for key, value in step.items()
+            key: self._clean(value) if sensitive and key in _PAYLOADS else value
+            for key, value in step.items()
         }
+        if prompt and isinstance(call := cleaned.get("tool_call"), dict):
+            arguments = call.get("arguments")
+            if isinstance(arguments, dict):
+                shown = self._withheld.arguments(arguments)
+                if shown is not arguments:
+                    cleaned["tool_call"] = {**call, "arguments": shown}
         visibility = step.get("visibility") or {}
         summary = visibility.get("summary")
         if isinstance(summary, str) and (masked := self._text(summary)) is not summary:
@@ -321,9 +348,35 @@ class ReaderView:
         return cleaned
 
     def learn(self, step_json: str, facts: StepFacts) -> None:
-        """Remember the sensitive values of a step without rendering it."""
-        if not self.full_access and self._needs_parsing(step_json):
-            self._collect_step(json.loads(step_json))
+        """Remember the sensitive values of a step without rendering it, and its content if
+        this view withholds it."""
+        if self.full_access:
+            return
+        level = self.level(facts) if _withholdable(facts) else VisibilityLevel.FULL
+        sensitive = self._needs_parsing(step_json)
+        if level is VisibilityLevel.FULL and not sensitive:
+            return
+        step = json.loads(step_json)
+        if sensitive:
+            self._collect_step(step)
+        if level is not VisibilityLevel.FULL:
+            shown = self._summary_text(step, facts) if level is VisibilityLevel.SUMMARY else HIDDEN
+            self._withheld.withhold(step, shown)
+
+    def learn_earlier(self, step: Mapping[str, Any]) -> None:
+        """Remember the content of a decoded step of an earlier chain that this chain's
+        prompts repeat (a turn before this one in its conversation), if this view withholds
+        it: the prompts show it as they show this chain's own withheld steps."""
+        if self.full_access:
+            return
+        facts = _stored_facts(step)
+        if facts is None or not _withholdable(facts):
+            return
+        level = self.level(facts)
+        if level is VisibilityLevel.SUMMARY:
+            self._withheld.withhold(step, self._summary_text(dict(step), facts))
+        elif level is VisibilityLevel.HIDDEN:
+            self._withheld.withhold(step, HIDDEN)
 
     def _needs_parsing(self, text: str) -> bool:
         if not self._needles:
@@ -338,9 +391,11 @@ class ReaderView:
             self._collect(step.get(name))
         self._collect((step.get("visibility") or {}).get("summary"))
 
-    def _summary(self, step: dict[str, Any], facts: StepFacts) -> str:
+    def _summary_text(self, step: dict[str, Any], facts: StepFacts) -> str:
         stored = (step.get("visibility") or {}).get("summary")
-        summary = self._text(stored) if isinstance(stored, str) and stored else f"{facts.type} step"
+        return self._text(stored) if isinstance(stored, str) and stored else f"{facts.type} step"
+
+    def _summary(self, step: dict[str, Any], summary: str) -> str:
         fields = ("id", "step_number", "type", "timestamp", "parent_step_id")
         document = {name: step.get(name) for name in fields}
         document["visibility"] = {"level": VisibilityLevel.SUMMARY.value, "summary": summary}
@@ -411,6 +466,33 @@ class ReaderView:
             self._mask = _masking(self._values)
         masked, values = self._mask.subn(REDACTED, redacted) if self._mask else (redacted, 0)
         return masked if keyed or values else text
+
+
+def _withholdable(facts: StepFacts) -> bool:
+    """Whether a step's content may recur in later prompts: a call or result of a tool other
+    than the LLM (whose own steps are the prompts and replies)."""
+    return facts.type in _TOOL_STEPS and facts.tool_type is not ToolType.LLM
+
+
+def _stored_facts(step: Mapping[str, Any]) -> StepFacts | None:
+    """The facts of a decoded tool step (its payload names its tool); None for any other."""
+    payload = step.get("tool_call") or step.get("tool_result")
+    visibility = step.get("visibility")
+    if not isinstance(payload, Mapping) or not isinstance(visibility, Mapping):
+        return None
+    try:
+        return StepFacts(
+            StepType(step["type"]),
+            ToolType(payload["tool_type"]),
+            payload.get("tool_name"),
+            VisibilityLevel(visibility["level"]),
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def _is_llm_call(facts: StepFacts) -> bool:
+    return facts.type is StepType.TOOL_CALL and facts.tool_type is ToolType.LLM
 
 
 def _unquoted(value: str) -> str:

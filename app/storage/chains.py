@@ -6,10 +6,21 @@ from string import ascii_lowercase, ascii_uppercase
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, Select, Text, any_, bindparam, cast, func, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Text,
+    and_,
+    any_,
+    bindparam,
+    cast,
+    func,
+    or_,
+    select,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from app.chain import ChainStatus
+from app.chain import ChainStatus, ToolType
 from app.storage.pagination import Cursor, Page
 from app.storage.records import ChainRecord
 from app.storage.repository import TenantScoped
@@ -100,15 +111,19 @@ class ChainRepository(TenantScoped):
         through: int | None = None,
         limit: int | None = None,
         holding: Collection[str] | None = None,
+        or_tool_steps: bool = False,
     ) -> list[StepRow]:
         """The chain's steps in order after step `after`, up to step `through` and at most
         `limit` of them, each as (step number, stored JSON text, type, tool type, tool name,
         stored visibility level): what a filtered view renders from.
 
         With `holding`, only the steps whose stored JSON text, its ASCII letters lowered,
-        holds one of these strings (none when it is empty): the database does the search, so
-        the steps that cannot matter are never sent."""
-        if (holding is not None and not holding) or (through is not None and through <= after):
+        holds one of these strings (none when it is empty), and with `or_tool_steps` also the
+        steps of every tool but the LLM: the database does the search, so the steps that
+        cannot matter are never sent."""
+        if through is not None and through <= after:
+            return []
+        if holding is not None and not holding and not or_tool_steps:
             return []
         s = reasoning_steps.c
         text = cast(s.data, Text)
@@ -120,7 +135,10 @@ class ChainRepository(TenantScoped):
         if through is not None:
             statement = statement.where(s.step_number <= through)
         if holding is not None:
-            statement = statement.where(self._holds_any(text, holding))
+            wanted = [self._holds_any(text, holding)] if holding else []
+            if or_tool_steps:
+                wanted.append(and_(s.tool_type.is_not(None), s.tool_type != ToolType.LLM.value))
+            statement = statement.where(or_(*wanted))
         if limit is not None:
             statement = statement.limit(limit)
         rows = (await self.connection.execute(statement)).all()

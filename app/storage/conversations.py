@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
-from sqlalchemy import Select, Text, and_, case, cast, insert, select
+from sqlalchemy import Select, Text, and_, case, cast, delete, insert, select
 
 from app.chain import TaskState
 from app.storage.pagination import Cursor, Page
@@ -58,6 +58,19 @@ class ConversationRepository(TenantScoped):
         }
         await self.connection.execute(insert(conversations).values(**values))
         return ConversationRecord.model_validate(values)
+
+    async def discard_unused(self, conversation_id: UUID) -> bool:
+        """Deletes the conversation if no task names it (one made for a turn that was then
+        refused); whether it did."""
+        c = conversations.c
+        used = select(tasks.c.id).where(
+            tasks.c.tenant_id == self.tenant_id, tasks.c.conversation_id == conversation_id
+        )
+        statement = delete(conversations).where(
+            c.tenant_id == self.tenant_id, c.id == conversation_id, ~used.exists()
+        )
+        result = await self.connection.execute(statement)
+        return bool(result.rowcount)
 
     async def get(self, conversation_id: UUID) -> ConversationRecord | None:
         statement = self._select().where(conversations.c.id == conversation_id)

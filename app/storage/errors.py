@@ -9,6 +9,7 @@ written with it.
 
 import errno
 import socket
+import traceback
 
 from sqlalchemy import exc as sa_exc
 
@@ -60,6 +61,25 @@ def is_transient(error: BaseException) -> bool:
     if isinstance(error, sa_exc.TimeoutError | ConnectionError | TimeoutError | socket.gaierror):
         return True
     return isinstance(error, OSError) and error.errno in _NETWORK_ERRNOS
+
+
+# Where the database's failures are raised: its drivers, and SQLAlchemy over them.
+_STORE_MODULES = ("asyncpg", "aiosqlite", "sqlite3", "sqlalchemy")
+
+
+def is_store_outage(error: BaseException) -> bool:
+    """Whether `error` says the database cannot serve now: a failure `is_transient` knows,
+    raised by the database (SQLAlchemy's errors, `StoreUnavailable`, or a socket error or
+    timeout raised under its driver). The same socket error or timeout raised anywhere else (a
+    call to another service, a time limit of the code's own) says nothing of the database."""
+    if not is_transient(error):
+        return False
+    if isinstance(error, sa_exc.SQLAlchemyError | StoreUnavailable):
+        return True
+    return any(
+        str(frame.f_globals.get("__name__", "")).startswith(_STORE_MODULES)
+        for frame, _ in traceback.walk_tb(error.__traceback__)
+    )
 
 
 def describe(error: BaseException) -> str:

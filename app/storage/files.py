@@ -12,14 +12,17 @@ from typing import Any, Protocol
 from uuid import UUID
 
 from sqlalchemy import (
+    ColumnElement,
     Select,
     bindparam,
     delete,
     func,
     insert,
     literal_column,
+    or_,
     select,
     text,
+    true,
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnClause
@@ -119,11 +122,31 @@ class DirectoryFileStore:
             return None
 
 
+def visible_to(reader: str | None) -> ColumnElement[bool]:
+    """The files `reader` may see: the tenant's shared ones and its own; None: every file."""
+    if reader is None:
+        return true()
+    return or_(files.c.visibility == "tenant", files.c.created_by == reader)
+
+
 class FileRepository(TenantScoped):
-    """One tenant's files' metadata and text."""
+    """One tenant's files' metadata and text, as `reader` sees them: the tenant's shared
+    files and its own private ones; None (the service itself, those who manage the tenant's
+    files) sees every file. A file it may not see is not found, as another tenant's."""
+
+    def __init__(
+        self, connection: AsyncConnection, tenant_id: str, *, reader: str | None = None
+    ) -> None:
+        super().__init__(connection, tenant_id)
+        self.reader = reader
 
     def _select(self) -> Select[Any]:
-        return select(files).where(files.c.tenant_id == self.tenant_id)
+        return select(files).where(files.c.tenant_id == self.tenant_id, visible_to(self.reader))
+
+    def _visible_ids(self) -> Select[Any]:
+        return select(files.c.id).where(
+            files.c.tenant_id == self.tenant_id, visible_to(self.reader)
+        )
 
     async def insert(self, record: FileRecord, chunks: Sequence[FileTextRecord]) -> None:
         """Stores `record` (of this tenant) with its text `chunks`, in order."""
@@ -169,6 +192,18 @@ class FileRepository(TenantScoped):
         fetched = [FileRecord.model_validate(row._mapping) for row in rows]
         return Page.of(fetched, limit, lambda item: Cursor(item.created_at, item.id))
 
+    async def set_visibility(self, file_id: UUID, visibility: str) -> FileRecord | None:
+        """The file with its new `visibility`, or None if this reader sees no such file."""
+        record = await self.get(file_id)
+        if record is not None:
+            await self.connection.execute(
+                files.update()
+                .where(files.c.tenant_id == self.tenant_id, files.c.id == file_id)
+                .values(visibility=visibility)
+            )
+            record = record.model_copy(update={"visibility": visibility})
+        return record
+
     async def delete(self, file_id: UUID) -> FileRecord | None:
         """Deletes the file's metadata and text; the deleted record, or None."""
         record = await self.get(file_id)
@@ -202,9 +237,9 @@ class FileRepository(TenantScoped):
         query = storable(query[:MAX_QUERY_CHARS])
         search: _SqliteSearch | _PostgresSearch
         if self.connection.dialect.name == "sqlite":
-            search = _SqliteSearch(self.connection, self.tenant_id)
+            search = _SqliteSearch(self.connection, self.tenant_id, self.reader)
         else:
-            search = _PostgresSearch(self.connection, self.tenant_id)
+            search = _PostgresSearch(self.connection, self.tenant_id, self._visible_ids())
         best = await search.best(query, limit)
         if not best:
             return []
@@ -237,9 +272,10 @@ _HEADLINE_OPTIONS = (
 
 
 class _PostgresSearch:
-    def __init__(self, connection: AsyncConnection, tenant_id: str) -> None:
+    def __init__(self, connection: AsyncConnection, tenant_id: str, visible: Select[Any]) -> None:
         self.connection = connection
         self.tenant_id = tenant_id
+        self.visible = visible
 
     async def best(self, query: str, limit: int) -> list[_Best]:
         t = file_texts.c
@@ -256,7 +292,11 @@ class _PostgresSearch:
                 .over(partition_by=t.file_id, order_by=(rank.desc(), t.id))
                 .label("n"),
             )
-            .where(t.tenant_id == self.tenant_id, vector.bool_op("@@")(tsquery))
+            .where(
+                t.tenant_id == self.tenant_id,
+                t.file_id.in_(self.visible),
+                vector.bool_op("@@")(tsquery),
+            )
             .subquery()
         )
         r = ranked.c
@@ -290,6 +330,10 @@ _SQLITE_BEST = text(
                    -bm25({FILE_SEARCH_TABLE}) AS rank
             FROM {FILE_SEARCH_TABLE} JOIN file_texts AS t ON t.id = {FILE_SEARCH_TABLE}.rowid
             WHERE {FILE_SEARCH_TABLE} MATCH :query AND t.tenant_id = :tenant_id
+              AND t.file_id IN (
+                  SELECT f.id FROM files AS f WHERE f.tenant_id = :tenant_id
+                  AND (:everyone OR f.visibility = 'tenant' OR f.created_by = :reader)
+              )
         )
     )
     WHERE n = 1 ORDER BY rank DESC, id LIMIT :limit
@@ -307,15 +351,22 @@ _SQLITE_SNIPPETS = text(
 
 
 class _SqliteSearch:
-    def __init__(self, connection: AsyncConnection, tenant_id: str) -> None:
+    def __init__(self, connection: AsyncConnection, tenant_id: str, reader: str | None) -> None:
         self.connection = connection
         self.tenant_id = tenant_id
+        self.reader = reader
 
     async def best(self, query: str, limit: int) -> list[_Best]:
         match = fts5_query(query)
         if match is None:
             return []
-        parameters = {"query": match, "tenant_id": self.tenant_id, "limit": limit}
+        parameters = {
+            "query": match,
+            "tenant_id": self.tenant_id,
+            "limit": limit,
+            "everyone": self.reader is None,
+            "reader": self.reader or "",
+        }
         rows = (await self.connection.execute(_SQLITE_BEST, parameters)).all()
         return [(row.id, _uuid(row.file_id), row.page, float(row.rank)) for row in rows]
 

@@ -2,7 +2,7 @@
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -141,7 +141,8 @@ class TenantRecord(_Record):
     default_budget: dict[str, Any]
     models: dict[str, Any]
     enabled_tools: list[str] | None
-    network_allow: list[str] | None = None
+    # A `NetworkAllow` document (`app.storage.tenants`); a bare list from before it.
+    network_allow: dict[str, list[str]] | list[str] | None = None
     approvals: dict[str, Any] | None = None
     # Its own retention periods in days; None: the platform's.
     retention_days: int | None = None
@@ -235,6 +236,10 @@ class ConversationRecord(_Record):
         return f"{self.agent_name}@{self.agent_version}"
 
 
+FileVisibility = Literal["private", "tenant"]
+"""Who may read a file: its uploader alone (`private`), or every member of its tenant."""
+
+
 class FileRecord(_Record):
     """An uploaded file, without its bytes."""
 
@@ -250,6 +255,7 @@ class FileRecord(_Record):
     text_chars: int | None = None
     created_by: str
     created_at: datetime
+    visibility: FileVisibility = "tenant"
 
 
 class FileTextRecord(_Record):

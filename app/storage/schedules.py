@@ -144,15 +144,18 @@ class ScheduleStore:
             rows = (await connection.execute(statement)).all()
         return [ScheduleRecord.model_validate(row._mapping) for row in rows]
 
-    async def claim(self, schedule_id: UUID, fire_at: datetime, following: datetime) -> bool:
+    async def claim(self, schedule_id: UUID, fire_at: datetime, following: datetime | None) -> bool:
         """Takes the firing at `fire_at` for this instance, moving the schedule on to
-        `following` in one statement: True for exactly one of the instances that try."""
+        `following` (None: pausing it) in one statement: True for exactly one of the
+        instances that try."""
         c = schedules.c
         async with self._database.transaction() as connection:
             result = await connection.execute(
                 update(schedules)
                 .where(c.id == schedule_id, c.status == "active", c.next_fire_at == fire_at)
-                .values(next_fire_at=following)
+                .values(
+                    next_fire_at=following, status="active" if following is not None else "paused"
+                )
             )
         return bool(result.rowcount)
 

@@ -22,10 +22,19 @@ class SecretRecord(BaseModel):
     name: str
     key_id: str
     sealed: str
+    # Who may use it (`app.resources.secret_scopes.UsableBy`'s document); None: anyone.
+    usable_by: dict[str, Any] | None = None
     created_by: str
     updated_by: str
     created_at: datetime
     updated_at: datetime
+
+
+class Unchanged:
+    """A field a change leaves as it was."""
+
+
+UNCHANGED = Unchanged()
 
 
 class SecretRepository(TenantScoped):
@@ -50,10 +59,25 @@ class SecretRepository(TenantScoped):
         return [SecretRecord.model_validate(row._mapping) for row in rows]
 
     async def put(
-        self, name: str, *, key_id: str, sealed: str, by: str, at: datetime
+        self,
+        name: str,
+        *,
+        key_id: str,
+        sealed: str,
+        by: str,
+        at: datetime,
+        usable_by: dict[str, Any] | Unchanged | None = UNCHANGED,
     ) -> tuple[SecretRecord, bool]:
-        """Sets the secret; True if it is new, False if it replaced one."""
-        values = {"key_id": key_id, "sealed": sealed, "updated_by": by, "updated_at": at}
+        """Sets the secret; True if it is new, False if it replaced one. `usable_by` left
+        `UNCHANGED` keeps a replaced secret's (a new one has none)."""
+        values: dict[str, Any] = {
+            "key_id": key_id,
+            "sealed": sealed,
+            "updated_by": by,
+            "updated_at": at,
+        }
+        if not isinstance(usable_by, Unchanged):
+            values["usable_by"] = usable_by
         new = {"tenant_id": self.tenant_id, "name": name, "created_by": by, "created_at": at}
         # Of two requests setting a new name at once, one inserts and the other replaces.
         insert_new = _insert(self.connection.dialect.name)(tenant_secrets)
@@ -70,6 +94,18 @@ class SecretRepository(TenantScoped):
         record = await self.get(name)
         assert record is not None  # a delete cannot come between: the row is locked
         return record, created
+
+    async def set_usable_by(
+        self, name: str, usable_by: dict[str, Any] | None, *, by: str, at: datetime
+    ) -> SecretRecord | None:
+        """Changes who may use the secret (its value stays); None if the tenant has none of
+        that name."""
+        result = await self.connection.execute(
+            update(tenant_secrets)
+            .where(tenant_secrets.c.tenant_id == self.tenant_id, tenant_secrets.c.name == name)
+            .values(usable_by=usable_by, updated_by=by, updated_at=at)
+        )
+        return await self.get(name) if result.rowcount else None
 
     async def reseal(self, name: str, *, was: str, key_id: str, sealed: str) -> bool:
         """Replaces the sealed value of `name` if it is still sealed under key `was` (a value

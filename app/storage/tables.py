@@ -340,6 +340,9 @@ tenant_secrets = Table(
     Column("name", SLUG, primary_key=True),
     Column("key_id", SHORT, nullable=False),
     Column("sealed", Text, nullable=False),
+    # Who may use it (`{"agents": [...], "roles": [...], "tools": [...], "mcp_servers":
+    # [...], "remote_agents": [...]}`); NULL: every agent, tool and role of the tenant.
+    Column("usable_by", JSONDocument),
     Column("created_by", NAME, nullable=False),
     Column("updated_by", NAME, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
@@ -428,6 +431,9 @@ files = Table(
     Column("text_chars", Integer),
     Column("created_by", NAME, nullable=False),
     Column("created_at", UTCDateTime, nullable=False),
+    # Who may read it: `private`, its uploader (and those who manage the tenant's files);
+    # `tenant`, every member. Files stored before it was kept are the tenant's.
+    Column("visibility", String(16), nullable=False, server_default=text("'tenant'")),
     Index("ix_files_tenant_created", "tenant_id", "created_at", "id"),
 )
 

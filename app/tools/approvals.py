@@ -2,7 +2,9 @@
 that waits for a decision stops its run.
 
 A tool, its tenant, its agent and (for MCP tools) its server each may say `approval:
-always` for a tool by name or for every tool of a type; the strictest wins. A call that needs
+always` for a tool by name or for every tool of a type; the strictest wins. Besides, a call
+that could send data out waits once its run holds untrusted and private data (`DataFlow`,
+`app.tools.dataflow`), unless the rules say `exfiltration: allow`. A call that needs
 approval and has no decision yet suspends the run (`ApprovalPending`): its call steps are
 recorded, nothing of its batch runs, and the run is resumed from its stored steps once a
 human has decided. The decision is then applied where the call is replayed: approved calls
@@ -21,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.chain import ReasoningStep, ToolType
 from app.chain.models import utc_now
+from app.tools.dataflow import DataFlow, ExfiltrationMode
 
 
 class ApprovalMode(StrEnum):
@@ -65,6 +68,13 @@ class ApprovalRules(BaseModel):
         le=MAX_TIMEOUT_S,
         description="How long a call waits for a decision before it is denied on its own; "
         "unset: the next rules' (agent, then tenant), else the service's default.",
+    )
+    exfiltration: ExfiltrationMode | None = Field(
+        default=None,
+        description="What a call that could send data out of the service (a web request to "
+        "a URL the run has not fetched, an MCP tool that may write, a remote agent) does once "
+        "its run has read untrusted content and private data: `approve` waits for a human, "
+        "`allow` lets it go; unset: the next rules' (agent, then tenant), else `approve`.",
     )
 
     def says_always(self, name: str, tool_type: ToolType) -> bool:
@@ -125,6 +135,8 @@ class ApprovalGate:
     consume: Callable[[Sequence[UUID]], Awaitable[None]] | None = None
     # How long a call waits before it is denied on its own.
     timeout_s: float = 86_400.0
+    # What the run has read, and which calls could carry it out (they wait, unless allowed).
+    flow: DataFlow = field(default_factory=DataFlow)
     _consumed: bool = False
 
     def expiry(self) -> datetime:
@@ -148,6 +160,14 @@ class ApprovalGate:
             return
         self._consumed = True
         await self.consume([d.approval_id for d in self.decisions.values()])
+
+
+def exfiltration_of(rules: Sequence[ApprovalRules]) -> ExfiltrationMode:
+    """The first rules' `exfiltration` that is set (agent before tenant), else `approve`."""
+    for rule in rules:
+        if rule.exfiltration is not None:
+            return rule.exfiltration
+    return ExfiltrationMode.APPROVE
 
 
 def timeout_of(rules: Sequence[ApprovalRules], default_s: float) -> float:

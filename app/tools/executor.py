@@ -32,6 +32,7 @@ from app.tools.approvals import (
     PendingApproval,
 )
 from app.tools.cache import ToolResultCache, cache_key
+from app.tools.dataflow import result_labels
 from app.tools.errors import (
     ErrorClass,
     FieldError,
@@ -46,7 +47,7 @@ from app.tools.recording import CostRecord, CostRecorder
 from app.tools.registry import RegisteredTool, ToolRegistry
 from app.tools.results import ToolInvocation, ToolResult, render_result
 from app.tools.services import ToolServices
-from app.tools.validation import field_errors
+from app.tools.validation import argument_errors
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +135,7 @@ class ToolExecutor:
         earlier call are done. Nothing starts while the run's `ready` holds it back."""
         if context.ready is not None:
             await context.ready()
-        prepared = [self._prepare(chain, context, invocation) for invocation in invocations]
+        prepared = [await self._prepare(chain, context, invocation) for invocation in invocations]
         gate = context.approvals
         if gate is not None:
             if any(call.waits for call in prepared):
@@ -177,7 +178,7 @@ class ToolExecutor:
             raise abort
         return results
 
-    def _prepare(
+    async def _prepare(
         self, chain: ReasoningChain, context: ToolCallContext, invocation: ToolInvocation
     ) -> _Prepared:
         allowed = context.allowed_tools
@@ -207,7 +208,7 @@ class ToolExecutor:
                 error_code=ErrorCode.UNKNOWN_TOOL,
             )
         elif failure is None:
-            problems = field_errors(entry.validator, parsed)
+            problems = await argument_errors(entry.validator, parsed, off_loop=entry.patterned)
             if problems:
                 failure = InvalidToolArguments(invocation.name, problems)
 
@@ -251,27 +252,33 @@ class ToolExecutor:
             )
         gate = context.approvals
         waits, note = False, None
-        if (
-            gate is not None
-            and entry is not None
-            and recorded is None
-            and failure is None
-            and gate.needs(invocation.name, tool_type, entry.definition.approval)
-        ):
+        asked = False
+        if gate is not None and entry is not None and recorded is None and failure is None:
+            # A call that could carry out what the run read waits, as its own rules may say.
+            note = gate.flow.waits(entry.definition, arguments)
+            asked = note is not None or gate.needs(
+                invocation.name, tool_type, entry.definition.approval
+            )
+        if asked:
+            assert gate is not None
+            assert entry is not None
             decision = gate.decision(call_step.id) if replaying else None
             if decision is None:
                 waits = True
                 if replaying and not gate.waited(call_step.id):
-                    note = (
+                    unknown = (
                         "It was under way when the service stopped: whether it took effect "
                         "is unknown."
                     )
+                    note = unknown if note is None else f"{unknown} {note}"
             elif not decision.status.approves:
                 failure = ToolError(
                     _denial(invocation.name, decision), error_code=ErrorCode.APPROVAL_DENIED
                 )
             elif decision.arguments is not None:
-                problems = field_errors(entry.validator, decision.arguments)
+                problems = await argument_errors(
+                    entry.validator, decision.arguments, off_loop=entry.patterned
+                )
                 if problems:
                     failure = InvalidToolArguments(invocation.name, problems)
                 else:
@@ -435,6 +442,7 @@ class ToolExecutor:
                 truncated=truncated,
                 original_chars=original_chars,
                 cached=output.cached,
+                labels=[] if definition is None else result_labels(definition, output),
                 **usage,
                 **common,
             )
@@ -457,6 +465,7 @@ class ToolExecutor:
                 parent_step_id=call.call_step.id,
             )
         )
+        _flowed(call, info)
         billed = child is not None and child.billed
         if output is None:
             return ToolResult(call.call_step, result_step, billed_elsewhere=billed)
@@ -565,8 +574,21 @@ def _replayed(chain: ReasoningChain, call: _Prepared, recorded: ReasoningStep) -
     result_step = chain.add_step(recorded)
     info = result_step.tool_result
     assert info is not None
+    _flowed(call, info)
     value = info.result if info.success else None
     return ToolResult(call.call_step, result_step, value)
+
+
+def _flowed(call: _Prepared, info: ToolResultInfo) -> None:
+    """What a result (made or replayed) brought into its run's context, and where its call
+    went if it was made, for the run's data flow."""
+    gate = call.context.approvals
+    if gate is None or call.entry is None:
+        return
+    if info.attempts:
+        gate.flow.called(call.entry.definition, call.arguments)
+    if info.labels:
+        gate.flow.took_in(call.entry.definition.name, info.labels)
 
 
 async def _suspend(gate: ApprovalGate, prepared: list[_Prepared]) -> NoReturn:

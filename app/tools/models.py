@@ -6,6 +6,7 @@ import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 from uuid import UUID, uuid4
 
@@ -14,6 +15,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.chain import FailedAttempt, ToolType, VisibilityLevel
+from app.chain.models import DataLabel
 from app.llm.types import DeltaKind
 from app.tools.approvals import ApprovalMode
 from app.tools.errors import ErrorClass
@@ -88,6 +90,16 @@ class ToolPermissions(BaseModel):
     audit_level: Literal["basic", "full"] = "basic"
 
 
+class Egress(StrEnum):
+    """Whether a tool's call can send data out of the service: `none`; `url`, to the URL
+    of its `url` argument (the web tools); `any`, wherever its other side passes it on (MCP
+    tools that may write or reach the open world, remote agents, sub-agents)."""
+
+    NONE = "none"
+    URL = "url"
+    ANY = "any"
+
+
 class ToolDefinition(BaseModel):
     """Everything the system knows about a tool besides its code.
 
@@ -123,6 +135,23 @@ class ToolDefinition(BaseModel):
         default=ApprovalMode.NEVER,
         description="`always`: every call waits for a human's decision before it is made. "
         "Its tenant's and agent's rules may ask for approval too; any `always` wins.",
+    )
+    untrusted_output: bool = Field(
+        default=False,
+        description="Its results may carry text that neither the run's user nor the tenant "
+        "wrote (a web page, another service's answer): instructions in it are not to be "
+        "obeyed, and the run counts as having read untrusted content.",
+    )
+    private_output: bool = Field(
+        default=False,
+        description="Its results hold data that is not public (the run then counts as "
+        "holding private data).",
+    )
+    egress: Egress = Field(
+        default=Egress.NONE,
+        description="Whether a call can send data out of the service: once a run holds "
+        "untrusted and private data, such a call waits for a human unless the tenant "
+        "allows it.",
     )
     visibility: ToolVisibilityConfig = ToolVisibilityConfig()
     permissions: ToolPermissions = ToolPermissions()
@@ -291,6 +320,8 @@ class ToolCallContext:
             fraction = min(max(float(fraction), 0.0), 1.0)
             if fraction != fraction:  # NaN
                 fraction = None
+        if self.services is not None:  # a remote server's report may echo what it was sent
+            message = self.services.redact(message)
         self.on_progress(ToolProgress(self.call_step, message, fraction))
 
 
@@ -375,6 +406,9 @@ class ToolOutput:
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
     # A sub-agent call's child task (its usage replaces the fields above in the result).
     child: ChildRun | None = None
+    # What this result holds beyond its tool's declared labels (e.g. another member's file:
+    # `untrusted`); see `app.tools.dataflow`.
+    labels: frozenset[DataLabel] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

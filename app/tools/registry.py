@@ -3,12 +3,13 @@
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
 
 from app.chain import ToolType
 from app.tools.base import BaseTool
 from app.tools.errors import ToolAlreadyRegisteredError, ToolNotFoundError
 from app.tools.models import ToolDefinition
+from app.tools.schemas import has_patterns
 from app.tools.validation import compile_validator
 
 
@@ -16,12 +17,15 @@ from app.tools.validation import compile_validator
 class RegisteredTool:
     tool: BaseTool
     definition: ToolDefinition
-    validator: Draft202012Validator
+    validator: Validator
+    # Arguments are checked off the event loop when the schema has patterns.
+    patterned: bool = False
 
     @classmethod
     def of(cls, tool: BaseTool) -> "RegisteredTool":
         definition = tool.definition
-        return cls(tool, definition, compile_validator(definition.parameters))
+        parameters = definition.parameters
+        return cls(tool, definition, compile_validator(parameters), has_patterns(parameters))
 
 
 class ToolRegistry:

@@ -1,17 +1,19 @@
 """What tools reach beyond their arguments, bound to one run's tenant and task: its secrets,
-files, todo list and network policy. The service implements these; a library use without a
-service (tests, the bare runtime) gives a tool none of them, and the tool then fails with a
-clear message instead of reaching anything unscoped."""
+files, todo list and network policy (`NetworkPolicy`, defined beside the guard it feeds). The
+service implements these; a library use without a service (tests, the bare runtime) gives a
+tool none of them, and the tool then fails with a clear message instead of reaching anything
+unscoped."""
 
-import ipaddress
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from app.chain import ErrorCode
 from app.tools.errors import ToolError
+from app.tools.header_values import PROBLEM, sendable
+from app.tools.net.policy import NetworkPolicy as NetworkPolicy
 
 if TYPE_CHECKING:
     from app.tools.models import ChildRun, ToolCallContext
@@ -21,12 +23,46 @@ MASK = "[secret]"
 MIN_MASKED_CHARS = 4
 
 
+SecretSender = Literal["tool", "mcp_server", "remote_agent"]
+
+
+@dataclass(frozen=True, slots=True)
+class SecretUse:
+    """Who uses a secret: what sends it (a tool such as `http_request`, an MCP server or a
+    remote agent, by name) and, within a run, for which task, agent, member and roles. A use
+    outside a run (a session opened, a card fetched) names the sender alone."""
+
+    sender: SecretSender
+    name: str
+    task_id: str | None = None
+    agent: str | None = None
+    user: str | None = None
+    roles: frozenset[str] | None = None
+
+    @classmethod
+    def in_call(cls, context: "ToolCallContext", sender: SecretSender, name: str) -> "SecretUse":
+        """The use a tool call makes: its run's task, agent (`name@version`), member, roles."""
+        return cls(
+            sender,
+            name,
+            task_id=context.task_id,
+            agent=context.agent_id,
+            user=context.user_id,
+            roles=context.roles,
+        )
+
+
 class SecretResolver(Protocol):
     """The run's tenant's secrets by name. `resolve` raises `ToolError` with
-    `secret_not_found` for a name the tenant has not set; `mask` replaces in a text every
-    value a tool of this run may come to hold (plain and as JSON escapes it) by `MASK`."""
+    `secret_not_found` for a name the tenant has not set and `secret_out_of_scope` for a use
+    its `usable_by` does not allow (`use` None: a use by nobody in particular, which only an
+    unscoped secret allows); `authorize` checks uses of secrets sent by another means (an
+    MCP server's session) the same way; `mask` replaces in a text every form of every value
+    a tool of this run may come to hold (any case, escaped, encoded) by `MASK`."""
 
-    async def resolve(self, name: str) -> str: ...
+    async def resolve(self, name: str, use: SecretUse | None = None) -> str: ...
+
+    async def authorize(self, names: Iterable[str], use: SecretUse) -> None: ...
 
     def mask(self, text: str) -> str: ...
 
@@ -43,6 +79,8 @@ class FileInfo:
     pages: int | None = None  # PDF
     width: int | None = None  # images
     height: int | None = None
+    # Uploaded by someone other than the run's user: what it says is untrusted.
+    theirs: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +93,10 @@ class FileMatch:
 
 
 class FileAccess(Protocol):
-    """The run's tenant's files. Unknown ids (another tenant's included) raise `ToolError`
-    with `not_found`; `attached` lists the files given to the task or its conversation."""
+    """The run's tenant's files that its user may read (the tenant's shared ones, its own
+    private ones). Unknown ids (another tenant's, another member's private file included)
+    raise `ToolError` with `not_found`; `attached` lists the files given to the task or its
+    conversation."""
 
     async def list_files(self, *, limit: int) -> list[FileInfo]: ...
 
@@ -91,48 +131,6 @@ class TodoList(Protocol):
     async def complete(self, todo_id: int) -> Todo: ...
 
     async def delete(self, todo_id: int) -> None: ...
-
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-@dataclass(frozen=True, slots=True)
-class NetworkPolicy:
-    """Where a run's HTTP tools may go beyond the public internet. `hosts` are exact names
-    (lower case) or `*.suffix` wildcards; `networks` are CIDRs. Both come from the tenant's
-    settings and the operator's: an entry here lets a private or loopback address through the
-    SSRF guard, and `http_request` reaches only hosts listed here (or public ones the tenant
-    listed by name)."""
-
-    hosts: frozenset[str] = frozenset()
-    networks: tuple[Network, ...] = ()
-
-    @classmethod
-    def of(cls, entries: Iterable[str]) -> "NetworkPolicy":
-        """From settings' entries: each a CIDR or bare address, else a host name."""
-        hosts: set[str] = set()
-        networks: list[Network] = []
-        for entry in entries:
-            entry = entry.strip()
-            try:
-                networks.append(ipaddress.ip_network(entry, strict=False))
-            except ValueError:
-                hosts.add(entry.lower().rstrip("."))
-        return cls(frozenset(hosts), tuple(networks))
-
-    def merged(self, other: "NetworkPolicy") -> "NetworkPolicy":
-        return NetworkPolicy(self.hosts | other.hosts, self.networks + other.networks)
-
-    def allows_host(self, host: str) -> bool:
-        host = host.lower().rstrip(".")
-        if host in self.hosts:
-            return True
-        return any(
-            pattern.startswith("*.") and host.endswith(pattern[1:]) for pattern in self.hosts
-        )
-
-    def allows_address(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-        return any(address in network for network in self.networks)
 
 
 class Trail(Protocol):
@@ -190,18 +188,28 @@ SecretLookup = Callable[[str], Awaitable[str]]
 
 
 async def resolve_headers(
-    headers: Mapping[str, Any], lookup: SecretLookup | None
+    headers: Mapping[str, Any], lookup: SecretLookup | None, *, check: bool = True
 ) -> dict[str, str]:
     """Headers as they are sent: text as is, each `{"secret": NAME, "prefix": TEXT}` (prefix
     optional) as the prefix followed by the tenant's secret NAME, found by `lookup`
-    (`secret_not_found` for a name the tenant has not set)."""
+    (`secret_not_found` for a name the tenant has not set, `secret_out_of_scope` for one the
+    use may not have). With `check`, a value a header cannot carry fails with
+    `invalid_arguments`, by a message that shows no character of it."""
     resolved: dict[str, str] = {}
     for name, value in headers.items():
         if isinstance(value, Mapping):
             find = require(lookup, "secrets")
-            resolved[name] = str(value.get("prefix", "")) + await find(str(value["secret"]))
+            secret = str(value["secret"])
+            resolved[name] = str(value.get("prefix", "")) + await find(secret)
+            source = f"the value of the secret {secret!r} after its prefix"
         else:
             resolved[name] = str(value)
+            source = "its value"
+        if check and not sendable(resolved[name]):
+            raise ToolError(
+                f"the header {name!r} cannot be sent: {source} {PROBLEM}",
+                error_code=ErrorCode.INVALID_ARGUMENTS,
+            )
     return resolved
 
 

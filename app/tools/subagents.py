@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from app.chain import Budget, ToolType
+from app.chain.models import DataLabel
 from app.tools.base import BaseTool
-from app.tools.models import ChildRun, ToolCallContext, ToolDefinition, ToolOutput
+from app.tools.models import ChildRun, Egress, ToolCallContext, ToolDefinition, ToolOutput
 
 SUB_AGENT_PREFIX = "agent:"
 SUB_AGENT_REF_PATTERN = r"^agent:[a-z][a-z0-9_-]{0,56}(@[1-9][0-9]{0,8})?$"
@@ -71,6 +72,8 @@ class SubAgentAnswer:
     answer: str | None
     output: Any = None
     stop_reason: str | None = None
+    # What the child's run read (`app.tools.dataflow`): its answer may carry it.
+    labels: frozenset[DataLabel] = frozenset()
 
 
 class Delegation(Protocol):
@@ -110,6 +113,10 @@ class SubAgentTool(BaseTool):
             # A resumed parent's call finds the child it started (the child's id derives from
             # the call) and resumes it: nothing is done twice.
             idempotent=True,
+            # Its run starts without its caller's labels: what it is told could leave
+            # through its own tools unchecked, so the call itself counts as a way out. Its
+            # answer brings back what its run read (`SubAgentAnswer.labels`).
+            egress=Egress.ANY,
         )
 
     @property
@@ -130,4 +137,4 @@ class SubAgentTool(BaseTool):
             SubAgentCall(self._agent, text, self._cap, context)
         )
         value: Any = answer.answer if answer.output is None else answer.output
-        return ToolOutput(value=value, child=answer.child)
+        return ToolOutput(value=value, child=answer.child, labels=answer.labels)

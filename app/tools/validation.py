@@ -1,25 +1,43 @@
-"""Checks tool-call arguments against a tool's JSON Schema, naming every bad field."""
+"""Checks tool-call arguments against a tool's JSON Schema, naming every bad field. The
+schema's patterns run by the bounded engine of `app.tools.patterns` within one budget per
+call; a schema with patterns is applied in a worker thread."""
 
-import re
+import asyncio
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+from jsonschema.protocols import Validator
 
 from app.tools.errors import FieldError
+from app.tools.patterns import PatternRefused, PatternTimeout, pattern_budget, search
+from app.tools.schemas import unchecked_validator
 
 
-def compile_validator(parameters: dict[str, Any]) -> Draft202012Validator:
-    return Draft202012Validator(parameters, format_checker=Draft202012Validator.FORMAT_CHECKER)
+def compile_validator(parameters: dict[str, Any]) -> Validator:
+    return unchecked_validator(parameters)
 
 
-def field_errors(validator: Draft202012Validator, arguments: Any) -> list[FieldError]:
-    """Every schema violation of `arguments`, one per field, in field order."""
+async def argument_errors(
+    validator: Validator, arguments: Any, *, off_loop: bool
+) -> list[FieldError]:
+    """`field_errors`, in a worker thread when `off_loop` (the schema has patterns)."""
+    if off_loop:
+        return await asyncio.to_thread(field_errors, validator, arguments)
+    return field_errors(validator, arguments)
+
+
+def field_errors(validator: Validator, arguments: Any) -> list[FieldError]:
+    """Every schema violation of `arguments`, one per field, in field order. Blocks for up to
+    the pattern budget when the schema has patterns."""
     if not isinstance(arguments, dict):
         return [FieldError("", f"arguments must be a JSON object, not {type(arguments).__name__}")]
     errors: list[FieldError] = []
-    for error in validator.iter_errors(arguments):
-        errors.extend(_describe(error))
+    try:
+        with pattern_budget():
+            for error in validator.iter_errors(arguments):
+                errors.extend(_describe(error))
+    except PatternTimeout as exc:
+        return [FieldError("", f"the arguments cannot be checked: {exc}")]
     return sorted(set(errors), key=lambda e: (e.field, e.message))
 
 
@@ -39,7 +57,7 @@ def _describe(error: ValidationError) -> list[FieldError]:
         extra = [
             name
             for name in error.instance
-            if name not in known and not any(re.search(p, name) for p in patterns)
+            if name not in known and not any(_matches(p, name) for p in patterns)
         ]
         expected = ", ".join(sorted(known)) or "none"
         return [
@@ -47,3 +65,10 @@ def _describe(error: ValidationError) -> list[FieldError]:
             for name in extra
         ]
     return [FieldError(path, error.message)]
+
+
+def _matches(pattern: str, name: str) -> bool:
+    try:
+        return search(pattern, name)
+    except PatternRefused:
+        return False

@@ -140,6 +140,18 @@ async def configure(
     return answer
 
 
+async def open_network(service: Any, tenant: str, entries: list[str]) -> dict[str, Any]:
+    """Opens `entries` (loopback, private networks, single ports) to the tenant's outbound
+    calls, as a platform admin does: its `platform_allow`."""
+    async with service.client(tenant, sub="ops", roles=("platform_admin",)) as platform:
+        response = await platform.put(
+            f"/api/v1/tenants/{tenant}/network", json={"platform_allow": entries}
+        )
+    assert response.status_code == 200, response.text
+    answer: dict[str, Any] = response.json()
+    return answer
+
+
 async def define_agent(service: Any, tenant: str, name: str, **definition: Any) -> dict[str, Any]:
     """Defines an agent of `tenant` through the API, as its admin would."""
     async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:

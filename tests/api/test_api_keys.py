@@ -189,6 +189,26 @@ async def test_an_expiry_in_the_past_or_a_per_key_concurrency_is_invalid(
     assert_problem(unknown_role, 422, "validation-error")
 
 
+async def test_an_expiry_past_the_calendar_in_utc_is_invalid_and_the_last_day_works(
+    service: Service, tenant: str
+) -> None:
+    async with service.client(tenant, **ADMIN) as admin:
+        # 23:59:59 at UTC-14 on the last day of year 9999 is in year 10000 in UTC.
+        beyond = await admin.post(
+            KEYS,
+            json={"name": "k", "roles": ["viewer"], "expires_at": "9999-12-31T23:59:59-14:00"},
+        )
+    [error] = assert_problem(beyond, 422, "validation-error")["errors"]
+    assert error["field"] == "body.expires_at"
+    assert "outside the years 1 to 9999" in error["message"]
+
+    last = await _create(service, tenant, expires_at="9999-12-31T23:59:59+14:00")
+    assert last["expires_at"].startswith("9999-12-31T09:59:59")
+    assert last["status"] == "active"
+    async with _with_key(service, last["secret"]) as client:
+        assert (await client.get("/api/v1/me")).status_code == 200
+
+
 async def test_another_tenants_key_is_not_found(
     service: Service, tenant: str, other_tenant: str
 ) -> None:

@@ -100,10 +100,11 @@ async def test_a_side_effecting_call_in_flight_at_the_kill_is_not_repeated_and_t
             Reply.text("I could not confirm the order; please check it before placing it again."),
         )
         a = await group.instance("a")
-        admin = group.token_for("root", ("tenant_admin",))
-        async with a.client(admin) as on_a:
+        platform = group.token_for("ops", ("platform_admin",))
+        async with a.client(platform) as on_a:
             allowed = await on_a.put(
-                f"/api/v1/tenants/{group.tenant}/network", json={"allow": ["127.0.0.1/32"]}
+                f"/api/v1/tenants/{group.tenant}/network",
+                json={"platform_allow": ["127.0.0.1/32"]},
             )
             assert allowed.status_code == 200, allowed.text
         b = await group.instance("b")

@@ -120,9 +120,13 @@ async def test_a_remote_agents_record_left_by_a_killed_instance_ends_when_its_pa
         a = await group.instance("a")
         b = await group.instance("b")
         tenant = group.tenant
+        async with a.client(group.token_for("ops", ("platform_admin",))) as platform:
+            opened = await platform.put(
+                f"/api/v1/tenants/{tenant}/network", json={"platform_allow": ["127.0.0.1/32"]}
+            )
+            assert opened.status_code == 200, opened.text
         async with a.client(group.token_for("root", ("tenant_admin",))) as admin:
             for method, path, body in (
-                ("PUT", "network", {"allow": ["127.0.0.1/32"]}),
                 ("PUT", f"secrets/{SECRET}", {"value": TOKEN}),
                 (
                     "POST",

@@ -58,7 +58,9 @@ async def test_an_upload_is_described_by_what_its_bytes_are(service: Service, te
         "text_chars",
         "created_by",
         "created_at",
+        "visibility",
     }
+    assert image["visibility"] == "private"
 
 
 async def test_files_are_listed_newest_first_and_read_back(service: Service, tenant: str) -> None:
@@ -143,7 +145,10 @@ async def test_reading_needs_file_read_and_changing_needs_file_write(
     service: Service, tenant: str
 ) -> None:
     async with service.client(tenant) as member:
-        created = await _upload(member, "a.txt", b"words")
+        shared = await member.post(
+            FILES, params={"visibility": "tenant"}, files={"file": ("a.txt", b"words")}
+        )
+        created = shared.json()
     async with service.client(tenant, sub="vic", roles=("viewer",)) as viewer:
         assert (await viewer.get(FILES)).status_code == 200
         assert (await viewer.get(f"{FILES}/{created['id']}/content")).status_code == 200

@@ -320,6 +320,31 @@ async def test_nan_in_task_metadata_is_refused_not_turned_into_null(
     assert_invalid(response, "body")
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/v1/tasks", b'{"input": "hi", "metadata": {"score": 1e400}}', "body.metadata.score"),
+        ("/api/v1/tasks", b'{"input": "hi", "metadata": {"s": [1, -2E+999]}}', "body.metadata.s.1"),
+        (
+            "/api/v1/agents",
+            b'{"name": "a", "response_format": {"maximum": 1e309}}',
+            "body.response_format.maximum",
+        ),
+    ],
+)
+async def test_a_number_too_large_for_a_double_is_refused_not_turned_into_null(
+    service: Service, tenant: str, path: str, body: bytes, field: str
+) -> None:
+    async with service.client(tenant, **ADMIN) as client:
+        response = await client.post(
+            path, content=body, headers={"Content-Type": "application/json"}
+        )
+        tasks = (await client.get("/api/v1/tasks")).json()["items"]
+    problem = assert_invalid(response, field)
+    assert "too large" in problem["errors"][0]["message"]
+    assert tasks == []
+
+
 async def test_a_body_over_the_cap_is_refused_with_413_declared_or_streamed(
     database_url: str, fake_llm: FakeLLMServer, service_dir: Path
 ) -> None:

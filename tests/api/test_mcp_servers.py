@@ -11,7 +11,7 @@ from uuid import uuid4
 import mcp_types as types
 import pytest
 
-from tests.api.helpers import assert_invalid, assert_problem, configure, stream, submit
+from tests.api.helpers import assert_invalid, assert_problem, open_network, stream, submit
 from tests.fakes.mcp_server import SUBJECT, TOKEN, FakeMcpServer
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
@@ -32,7 +32,7 @@ async def mcp_tenant(service: Service) -> str:
     """A tenant whose runs may use every tool (its MCP servers' among them) and reach
     127.0.0.1, where the test's MCP server listens, with the server's token as a secret."""
     tenant = await service.create_tenant(f"m-{uuid4().hex[:12]}", enabled_tools=None)
-    await configure(service, tenant, "network", {"allow": ["127.0.0.1/32"]})
+    await open_network(service, tenant, ["127.0.0.1/32"])
     await set_secret(service, tenant, SECRET, TOKEN)
     return tenant
 

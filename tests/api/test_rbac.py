@@ -99,11 +99,17 @@ EXPECTED: dict[str, dict[str, int]] = {
     # Files nobody uploaded: permitted readers are told they are not there.
     "GET /api/v1/files/{file_id}": dict.fromkeys(ROLES, 404) | {"none": 403},
     "GET /api/v1/files/{file_id}/content": dict.fromkeys(ROLES, 404) | {"none": 403},
+    "PATCH /api/v1/files/{file_id}": _only(
+        {"platform_admin": 404, "tenant_admin": 404, "member": 404}
+    ),
     "DELETE /api/v1/files/{file_id}": _only(
         {"platform_admin": 404, "tenant_admin": 404, "member": 404}
     ),
     "PUT /api/v1/tenants/{tenant_id}/secrets/{name}": _only(
         {"platform_admin": 201, "tenant_admin": 201}
+    ),
+    "PATCH /api/v1/tenants/{tenant_id}/secrets/{name}": _only(
+        {"platform_admin": 200, "tenant_admin": 200}
     ),
     "GET /api/v1/tenants/{tenant_id}/secrets": _only(ADMINS),
     "DELETE /api/v1/tenants/{tenant_id}/secrets/{name}": _only(
@@ -258,8 +264,10 @@ NEEDS: dict[str, str] = {
     "GET /api/v1/files": Permission.FILE_READ,
     "GET /api/v1/files/{file_id}": Permission.FILE_READ,
     "GET /api/v1/files/{file_id}/content": Permission.FILE_READ,
+    "PATCH /api/v1/files/{file_id}": Permission.FILE_WRITE,
     "DELETE /api/v1/files/{file_id}": Permission.FILE_WRITE,
     "PUT /api/v1/tenants/{tenant_id}/secrets/{name}": Permission.SECRET_CONFIGURE,
+    "PATCH /api/v1/tenants/{tenant_id}/secrets/{name}": Permission.SECRET_CONFIGURE,
     "GET /api/v1/tenants/{tenant_id}/secrets": Permission.SECRET_CONFIGURE,
     "DELETE /api/v1/tenants/{tenant_id}/secrets/{name}": Permission.SECRET_CONFIGURE,
     "POST /api/v1/tenants/{tenant_id}/mcp-servers": Permission.TOOL_CONFIGURE,

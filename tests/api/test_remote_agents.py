@@ -10,7 +10,7 @@ from uuid import uuid4
 
 import pytest
 
-from tests.api.helpers import assert_invalid, assert_problem, configure
+from tests.api.helpers import assert_invalid, assert_problem, open_network
 from tests.fakes.a2a_agent import NOT_A_CARD_PATH, TOKEN, FakeA2AAgent
 from tests.service import Service
 
@@ -34,7 +34,7 @@ async def a2a_tenant(service: Service) -> str:
 
 async def tenant_reaching_agents(service: Service) -> str:
     tenant = await service.create_tenant(f"r-{uuid4().hex[:12]}", enabled_tools=None)
-    await configure(service, tenant, "network", {"allow": ["127.0.0.1/32"]})
+    await open_network(service, tenant, ["127.0.0.1/32"])
     async with service.client(tenant, **ADMIN) as admin:
         response = await admin.put(
             f"/api/v1/tenants/{tenant}/secrets/{SECRET}", json={"value": TOKEN}

@@ -13,7 +13,14 @@ from uuid import uuid4
 import httpx
 from aiohttp import web
 
-from tests.api.helpers import assert_invalid, assert_problem, configure, define_agent, stream
+from tests.api.helpers import (
+    assert_invalid,
+    assert_problem,
+    configure,
+    define_agent,
+    open_network,
+    stream,
+)
 from tests.factories import fake_deployment
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 from tests.service import MODEL, Service, service_with_model
@@ -100,7 +107,7 @@ async def recorded_task(
     service: Service, tenant: str, received: list[str], url: str, **agent: Any
 ) -> dict[str, Any]:
     """A completed task of agent `stocker`: two LLM-chosen tools, three LLM calls."""
-    await configure(service, tenant, "network", {"allow": ["127.0.0.1/32"]})
+    await open_network(service, tenant, ["127.0.0.1/32"])
     await configure(service, tenant, "tools", {"enabled_tools": ["calculator", "http_request"]})
     await define_agent(
         service,

@@ -14,12 +14,15 @@ from uuid import UUID
 
 import httpx
 import pytest
+from sqlalchemy import update
 
 from app.api.schedules.firing import fire_schedule
 from app.resources.scheduler import Scheduler
 from app.storage import Database
 from app.storage.notify import SCHEDULES
 from app.storage.schedules import ScheduleRecord, ScheduleStore
+from app.storage.tables import schedules
+from tests.api.helpers import assert_problem
 from tests.fakes.openai_server import FakeLLMServer, Reply
 from tests.service import MODEL, Service, checked, running_service, service_settings
 
@@ -224,6 +227,45 @@ async def test_a_refused_firing_is_recorded_on_the_schedule(quiet: Service, tena
     assert "archived" in after["last_error"]
     assert datetime.fromisoformat(after["last_error_at"]) == first
     assert datetime.fromisoformat(after["next_fire_at"]) == first + MINUTE
+
+
+async def test_a_stored_cron_with_no_firing_in_sight_fires_once_and_is_paused(
+    quiet: Service, tenant_of: str
+) -> None:
+    """A schedule stored before such expressions were refused: only when 29 February is a
+    Friday (2036, then 2064). Its firing is made; the next is too far away to wait for."""
+    async with quiet.client(tenant_of) as alice:
+        schedule = await make(alice)
+        leap_friday = datetime(2036, 2, 29, tzinfo=UTC)
+        async with quiet.state.database.transaction() as connection:
+            await connection.execute(
+                update(schedules)
+                .where(schedules.c.id == UUID(schedule["id"]))
+                .values(cron="0 0 * 2 5#5", next_fire_at=leap_friday)
+            )
+        schedulers, databases = instances(quiet, Clock(leap_friday + timedelta(seconds=1)))
+        try:
+            assert await race(schedulers) == 1
+            assert await race(schedulers) == 0
+        finally:
+            for database in databases:
+                await database.dispose()
+        after = await read(alice, schedule["id"])
+        await until_done(alice, after["last_task_id"])
+        # It cannot be resumed as it is (no firing in sight), only with another cron.
+        refused = await alice.post(f"/api/v1/schedules/{schedule['id']}/resume")
+        await alice.patch(f"/api/v1/schedules/{schedule['id']}", json={"cron": "0 9 * * *"})
+        resumed = await alice.post(f"/api/v1/schedules/{schedule['id']}/resume")
+
+    assert after["fired_count"] == 1
+    assert after["status"] == "paused"
+    assert after["next_fire_at"] is None
+    assert after["last_error"].startswith("paused: '0 0 * 2 5#5' fires too rarely")
+    assert datetime.fromisoformat(after["last_error_at"]) == leap_friday
+    assert_problem(refused, 409, "schedule-unresumable")
+    assert "fires too rarely" in refused.json()["detail"]
+    assert resumed.status_code == 200, resumed.text
+    assert resumed.json()["status"] == "active"
 
 
 async def test_a_started_scheduler_sleeps_until_told_of_a_new_schedule(

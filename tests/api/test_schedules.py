@@ -82,6 +82,11 @@ async def test_pausing_resuming_and_deleting(service: Service, tenant: str) -> N
         ({"cron": "* * * * * *"}, "body.cron"),
         ({"cron": "every minute"}, "body.cron"),
         ({"timezone": "Mars/Olympus_Mons"}, "body.timezone"),
+        # A folder of the zone database, not a zone: once taken for a database outage (503).
+        ({"timezone": "Europe"}, "body.timezone"),
+        ({"timezone": "zone.tab"}, "body.timezone"),
+        ({"cron": "0 0 30 2 *"}, "body.cron"),
+        ({"cron": "0 0 * 2 5#5"}, "body.cron"),
         ({"task": {**TASK, "conversation_id": str(uuid4())}}, "body.task"),
         ({"task": {"model": "demo"}}, "body.task"),
     ],
@@ -94,6 +99,38 @@ async def test_a_bad_schedule_is_refused_naming_its_field(
         body = assert_problem(response, 422, "validation-error")
         assert [e["field"] for e in body["errors"]] == [field], body
         assert (await alice.get("/api/v1/schedules")).json()["items"] == []
+
+
+@pytest.mark.parametrize(
+    ("cron", "says"),
+    [
+        ("0 0 30 2 *", "never fires"),
+        ("0 0 31 4 *", "never fires"),
+        # Only when 29 February is a Friday: next in 2036, then 2064.
+        ("0 0 * 2 5#5", "fires too rarely"),
+    ],
+)
+async def test_a_cron_that_never_or_hardly_ever_fires_is_refused_saying_so(
+    service: Service, tenant: str, cron: str, says: str
+) -> None:
+    async with service.client(tenant) as alice:
+        made = await alice.post("/api/v1/schedules", json=schedule_body(cron=cron))
+        existing = await make(alice)
+        changed = await alice.patch(f"/api/v1/schedules/{existing['id']}", json={"cron": cron})
+        kept = (await alice.get(f"/api/v1/schedules/{existing['id']}")).json()
+
+    for response in (made, changed):
+        [error] = assert_problem(response, 422, "validation-error")["errors"]
+        assert error["field"] == "body.cron"
+        assert says in error["message"], error
+    assert kept["cron"] == YEARLY
+    # A leap day's schedule is fine: at most 8 years between firings.
+    assert (await _made_with(service, tenant, "0 0 29 2 *"))["status"] == "active"
+
+
+async def _made_with(service: Service, tenant: str, cron: str) -> dict[str, Any]:
+    async with service.client(tenant) as alice:
+        return await make(alice, cron=cron)
 
 
 async def test_its_task_is_checked_as_a_submission(service: Service, tenant: str) -> None:

@@ -82,7 +82,15 @@ async def test_a_value_goes_in_and_no_route_or_audit_row_returns_it(
     assert created.status_code == 201, created.text
     assert other.status_code == 201, other.text
     assert replaced.status_code == 200, replaced.text
-    assert set(created.json()) == {"name", "created_at", "updated_at", "created_by", "updated_by"}
+    assert set(created.json()) == {
+        "name",
+        "usable_by",
+        "created_at",
+        "updated_at",
+        "created_by",
+        "updated_by",
+    }
+    assert created.json()["usable_by"] is None  # created without one: anyone of the tenant
     assert (created.json()["created_by"], created.json()["updated_by"]) == ("root", "root")
     assert (replaced.json()["created_by"], replaced.json()["updated_by"]) == ("root", "ops")
     assert replaced.json()["created_at"] == created.json()["created_at"]
@@ -104,7 +112,7 @@ async def test_a_value_goes_in_and_no_route_or_audit_row_returns_it(
         ("secret.delete", "STRIPE_KEY", "root"),
     ]
     assert changes[-1]["details"]["before"] is None  # created
-    assert changes[1]["details"]["after"] == {"name": "GITHUB_TOKEN"}
+    assert changes[1]["details"]["after"] == {"name": "GITHUB_TOKEN", "usable_by": None}
     _assert_holds_no_value(json.dumps(audit), VALUE, replaced_value, "sk_live_other")
 
 
@@ -174,6 +182,14 @@ async def test_another_tenants_secrets_are_not_found_on_every_route(
         responses = [
             await admin.put(_url(other_tenant, "THEIR_TOKEN"), json={"value": "overwritten"}),
             await admin.put(_url(other_tenant, "NEW"), json={"value": "planted"}),
+            await admin.put(
+                _url(other_tenant, "THEIR_TOKEN"),
+                json={"value": "overwritten", "usable_by": {"roles": ["member"]}},
+            ),
+            await admin.patch(_url(other_tenant, "THEIR_TOKEN"), json={"usable_by": None}),
+            await admin.patch(
+                _url(other_tenant, "THEIR_TOKEN"), json={"usable_by": {"agents": ["mine"]}}
+            ),
             await admin.get(_url(other_tenant)),
             await admin.delete(_url(other_tenant, "THEIR_TOKEN")),
             await admin.delete(_url(f"ghost-{uuid4().hex[:6]}", "THEIR_TOKEN")),
@@ -185,6 +201,7 @@ async def test_another_tenants_secrets_are_not_found_on_every_route(
         assert_problem(response, 404, "not-found")
         assert "their-value" not in response.text
     assert [item["name"] for item in listed.json()["items"]] == ["THEIR_TOKEN"]
+    assert listed.json()["items"][0]["usable_by"] is None
     assert await vault.value(other_tenant, "THEIR_TOKEN") == "their-value"
 
 
@@ -216,6 +233,7 @@ async def test_only_tenant_admins_manage_secrets(
     async with service.client(tenant, roles=roles) as client:
         responses = [
             await client.put(_url(tenant, "TOKEN"), json={"value": "replaced"}),
+            await client.patch(_url(tenant, "TOKEN"), json={"usable_by": None}),
             await client.get(_url(tenant)),
             await client.delete(_url(tenant, "TOKEN")),
         ]

@@ -5,7 +5,8 @@ uvicorn: what the server does with a connection is the point."""
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Iterator
+import socket
+from collections.abc import AsyncIterator, Awaitable, Iterator
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ from app.api.serving import serve_locally
 from app.api.unavailable import StoreOutages, Unavailable, unavailable
 from app.config import Settings
 from app.governance.limits import LimitStoreUnavailable
+from app.storage import Database
 from app.storage.errors import StoreUnavailable
 from tests.api.helpers import assert_no_internals, assert_problem
 
@@ -106,6 +108,10 @@ def outage_app() -> FastAPI:
     @app.get("/bug")
     async def bug() -> None:
         raise RuntimeError("a bug")
+
+    @app.get("/elsewhere")
+    async def elsewhere() -> None:
+        await asyncio.open_connection("127.0.0.1", _a_closed_port())  # another service: down
 
     return app
 
@@ -267,12 +273,58 @@ async def test_an_unexpected_error_answers_500_with_connection_close_and_the_nex
     assert "unhandled error on GET /bug" in logged.at(logging.ERROR)
 
 
-def test_errors_count_as_a_store_outage_only_when_a_retry_may_succeed() -> None:
+async def test_a_connection_refused_by_another_service_is_no_database_outage(
+    base_url: str, logged: Records
+) -> None:
+    async with one_connection(base_url) as client:
+        failed = await client.get("/elsewhere")
+    assert_problem(failed, 500, "internal-error")
+    assert_no_internals(failed)
+    assert logged.at(logging.WARNING) == []
+    assert "unhandled error on GET /elsewhere" in logged.at(logging.ERROR)
+
+
+async def _raised_by(failing: Awaitable[object]) -> BaseException:
+    try:
+        await failing
+    except Exception as exc:
+        return exc
+    raise AssertionError("it did not fail")
+
+
+async def _open_a_database_at(port: int) -> None:
+    database = Database(f"postgresql+asyncpg://postgres@127.0.0.1:{port}/postgres")
+    try:
+        async with database.read():
+            pass
+    finally:
+        await database.dispose()
+
+
+async def _time_out_on_its_own() -> None:
+    async with asyncio.timeout(0):
+        await asyncio.Event().wait()
+
+
+async def test_errors_count_as_a_store_outage_only_when_a_retry_may_succeed() -> None:
     database = Unavailable("the database is unavailable", 1.0)
+    port = _a_closed_port()
+    # What the driver itself raises when the database refuses connections.
+    from_the_driver = await _raised_by(_open_a_database_at(port))
+    assert isinstance(from_the_driver, ConnectionRefusedError), repr(from_the_driver)
     assert unavailable(refused()) == database
-    assert unavailable(ConnectionResetError()) == database
+    assert unavailable(from_the_driver) == database
     assert unavailable(StoreUnavailable("writes are paused")) == database
-    assert unavailable(ExceptionGroup("both", [refused(), TimeoutError()])) == database
+    assert unavailable(ExceptionGroup("both", [refused(), from_the_driver])) == database
+    # The same errors raised by anything else say nothing of the database.
+    elsewhere = await _raised_by(asyncio.open_connection("127.0.0.1", port))
+    assert isinstance(elsewhere, ConnectionRefusedError)
+    assert unavailable(elsewhere) is None
+    assert unavailable(await _raised_by(_time_out_on_its_own())) is None
+    assert unavailable(ConnectionResetError()) is None
+    assert unavailable(ExceptionGroup("both", [refused(), TimeoutError()])) is None
+    # Nor does a file the zone database has as a folder (`Europe`).
+    assert unavailable(IsADirectoryError(21, "Is a directory")) is None
     assert unavailable(LimitStoreUnavailable("lost", retry_after_s=2.5)) == Unavailable(
         "the rate limits cannot be checked", 2.5
     )
@@ -293,3 +345,11 @@ async def test_rate_limits_that_cannot_be_checked_answer_503_after_the_stores_re
         "POST /limited answered 503: the rate limits cannot be checked "
         "(LimitStoreUnavailable: the database is unavailable)"
     )
+
+
+def _a_closed_port() -> int:
+    """A port of 127.0.0.1 nothing listens on (it was bound and released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port

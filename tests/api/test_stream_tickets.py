@@ -223,6 +223,36 @@ async def test_a_disabled_tenants_ticket_is_refused(
     assert_problem(response, 403, "tenant-disabled")
 
 
+async def test_a_ticket_stops_working_the_moment_its_api_key_is_revoked(
+    service: Service, tenant: str
+) -> None:
+    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
+        created = await admin.post(
+            "/api/v1/api-keys", json={"name": "browser", "roles": ["member"]}
+        )
+        assert created.status_code == 201, created.text
+        key = created.json()
+        keyed = httpx.AsyncClient(
+            base_url=service.base_url,
+            headers={"Authorization": f"Bearer {key['secret']}"},
+            timeout=30,
+        )
+        async with keyed:
+            task_id = await _finished_task(service, keyed)
+            ticket = await _ticket(keyed, task_id)
+        opened = await _stream_with(service, ticket["stream_url"])
+        revoked = await admin.delete(f"/api/v1/api-keys/{key['id']}")
+        assert revoked.status_code in (200, 204), revoked.text
+        refused = await _refused(service, ticket["stream_url"])
+
+    assert opened[-1].event == "done"
+    # Long before the ticket's own expiry.
+    assert ticket_expiry(ticket) > time.time()
+    assert assert_problem(refused, 401, "unauthorized")["detail"] == (
+        "the API key the stream ticket was issued for was revoked"
+    )
+
+
 async def test_another_tenants_task_gets_no_ticket(
     service: Service, tenant: str, other_tenant: str
 ) -> None:

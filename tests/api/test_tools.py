@@ -7,7 +7,7 @@ from uuid import uuid4
 
 import mcp_types as types
 
-from tests.api.helpers import configure
+from tests.api.helpers import open_network
 from tests.fakes.mcp_server import FakeMcpServer
 from tests.service import Service
 
@@ -43,7 +43,7 @@ async def test_an_mcp_servers_tools_are_idempotent_as_its_annotations_say(
     service: Service,
 ) -> None:
     tenant = await service.create_tenant(f"i-{uuid4().hex[:12]}", enabled_tools=None)
-    await configure(service, tenant, "network", {"allow": ["127.0.0.1/32"]})
+    await open_network(service, tenant, ["127.0.0.1/32"])
     annotated = [
         types.Tool(
             name="lookup",
@@ -71,4 +71,26 @@ async def test_an_mcp_servers_tools_are_idempotent_as_its_annotations_say(
         "fake__slow_count": False,
         "fake__lookup": True,
         "fake__peek": True,
+    }
+
+
+async def test_each_tool_shows_what_its_results_hold_and_whether_it_sends_data_out(
+    service: Service,
+) -> None:
+    tenant = await service.create_tenant(f"i-{uuid4().hex[:12]}", enabled_tools=None)
+
+    listed = await _listed(service, tenant)
+
+    flows = {
+        name: (tool["untrusted_output"], tool["private_output"], tool["egress"])
+        for name, tool in listed.items()
+        if name in {"web_fetch", "http_request", "read_file", "list_files", "calculator"}
+    }
+    assert flows == {
+        "web_fetch": (True, False, "url"),
+        "http_request": (True, False, "url"),
+        "read_file": (False, True, "none"),
+        # Its results name others' files at most: labelled per call (`labels`), not declared.
+        "list_files": (False, False, "none"),
+        "calculator": (False, False, "none"),
     }

@@ -1,12 +1,14 @@
 """What each reader sees of one chain: full, summary and hidden steps by tool and role, and a
 sensitive argument that reaches no restricted reader, over SSE and REST alike."""
 
+import base64
 import json
 from typing import Any
 
+import httpx
 import pytest
 
-from tests.api.helpers import configure, stream, submit
+from tests.api.helpers import configure, stream, submit, tool_message
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
 from tests.sse import SSE, collect
@@ -303,3 +305,139 @@ async def test_a_secret_of_an_early_step_is_masked_on_a_late_page(
         assert page["next_after"] is None
         masked = "[REDACTED]" if role != "auditor" else SECRET
         assert answer["synthesis"]["conclusion"] == f"Stored the db credential {masked}.", role
+
+
+# A hidden tool's result, told to the model, is in the next LLM call's recorded prompt.
+MARKER = "QUOKKA-5521-ledger-balance"
+ENCODED = base64.b64encode(MARKER.encode()).decode()
+HIDING = {
+    "tools": {"text_transform": "hidden"},
+    "roles": {"viewer": {"tools": {"text_transform": "summary"}}},
+}
+
+
+async def _decoding_task(service: Service, tenant: str, **submission: Any) -> dict[str, Any]:
+    """A member's task whose model decodes a text with `text_transform` (hidden from members,
+    summarised for viewers), then answers without repeating it."""
+    await configure(service, tenant, "tools", {"enabled_tools": ["text_transform"]})
+    await configure(service, tenant, "visibility", HIDING)
+    service.fake_llm.script(
+        MODEL,
+        Reply.tool_calls(
+            [ToolCall("text_transform", {"operation": "base64_decode", "text": ENCODED}, id="d1")]
+        ),
+        Reply.text("Decoded it; the balance is on file."),
+    )
+    async with service.client(tenant, sub="alice", roles=("member",)) as member:
+        accepted = await submit(member, input="Decode the ledger line I was sent.", **submission)
+        await stream(member, accepted["task_id"])
+    # The model was told the result: the second call's prompt holds it.
+    second = service.fake_llm.requests_for(MODEL)[-1].body
+    assert MARKER in tool_message(second)
+    return accepted
+
+
+async def _everything_read(client: httpx.AsyncClient, task_id: str, chain_id: str) -> bytes:
+    """Every answer that shows the task's steps to `client`: its stream (every event's raw
+    data), its chain both ways, its pages and its export (when permitted)."""
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
+        assert response.status_code == 200
+        raw = b"".join([chunk async for chunk in response.aiter_bytes()])
+    # Resumed after the tool's steps (ids 3-6 are the first four steps), with the prompt next.
+    resumed = {"Last-Event-ID": "6"}
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events", headers=resumed) as r:
+        assert r.status_code == 200
+        raw += b"".join([chunk async for chunk in r.aiter_bytes()])
+    answers = [
+        await client.get(f"/api/v1/chains/{chain_id}"),
+        await client.get(f"/api/v1/tasks/{task_id}/chain"),
+        # The second page starts after the tool's steps, with the prompt that repeats them.
+        await client.get(f"/api/v1/chains/{chain_id}/steps", params={"after": 0, "limit": 4}),
+        await client.get(f"/api/v1/chains/{chain_id}/steps", params={"after": 4, "limit": 50}),
+        await client.get(f"/api/v1/tasks/{task_id}"),
+    ]
+    assert all(answer.status_code == 200 for answer in answers)
+    export = await client.get(f"/api/v1/chains/{chain_id}/export")
+    assert export.status_code in (200, 403)
+    if export.status_code == 200:
+        answers.append(export)
+    return raw + b"".join(answer.content for answer in answers)
+
+
+def _prompt_messages(chain: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages of the chain's LLM calls that tell the model a tool's result."""
+    return [
+        message
+        for step in chain["steps"]
+        if step.get("tool_call") and step["tool_call"]["tool_name"] == "llm"
+        for message in step["tool_call"]["arguments"]["messages"]
+        if message["role"] == "tool"
+    ]
+
+
+async def test_a_hidden_tools_result_appears_nowhere_in_a_members_chain_stream_or_export(
+    service: Service, tenant: str
+) -> None:
+    accepted = await _decoding_task(service, tenant)
+    task_id, chain_id = accepted["task_id"], accepted["chain_id"]
+    async with service.client(tenant, sub="alice", roles=("member",)) as member:
+        seen_by_member = await _everything_read(member, task_id, chain_id)
+        chain = (await member.get(f"/api/v1/chains/{chain_id}")).json()
+        replayed = await member.post(f"/api/v1/tasks/{task_id}/replay", json={})
+        assert replayed.status_code == 202, replayed.text
+        replay = replayed.json()
+        seen_by_member += await _everything_read(member, replay["task_id"], replay["chain_id"])
+    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
+        seen_by_admin = await _everything_read(admin, task_id, chain_id)
+        replay_seen_by_admin = await _everything_read(admin, replay["task_id"], replay["chain_id"])
+
+    assert MARKER.encode() in seen_by_admin
+    assert MARKER.encode() in replay_seen_by_admin
+    assert MARKER.encode() not in seen_by_member
+    # The prompt keeps its shape: the call and its result are there, their content is not.
+    [told] = _prompt_messages(chain)
+    assert told == {"role": "tool", "tool_call_id": "d1", "content": "[hidden]"}
+    # The steps themselves are hidden from the member: only the LLM's remain.
+    tools = {(s["tool_call"] or s["tool_result"] or {}).get("tool_name") for s in chain["steps"]}
+    assert tools == {"llm", None}
+
+
+async def test_a_summary_reader_sees_the_summary_of_a_result_in_the_prompt_not_the_result(
+    service: Service, tenant: str
+) -> None:
+    accepted = await _decoding_task(service, tenant)
+    task_id, chain_id = accepted["task_id"], accepted["chain_id"]
+    async with service.client(tenant, sub="vera", roles=("viewer",)) as viewer:
+        seen = await _everything_read(viewer, task_id, chain_id)
+        chain = (await viewer.get(f"/api/v1/chains/{chain_id}")).json()
+
+    assert MARKER.encode() not in seen
+    [told] = _prompt_messages(chain)
+    assert told["content"] == "text_transform: base64_decode"
+    summaries = [s["visibility"]["summary"] for s in chain["steps"] if set(s) == STEP_KEYS]
+    assert told["content"] in summaries
+
+
+async def test_a_hidden_result_of_an_earlier_turn_is_hidden_in_the_next_turns_prompt(
+    service: Service, tenant: str
+) -> None:
+    async with service.client(tenant, sub="alice", roles=("member",)) as member:
+        started = await member.post("/api/v1/conversations", json={})
+        assert started.status_code == 201, started.text
+        conversation = started.json()["id"]
+    await _decoding_task(service, tenant, conversation_id=conversation)
+    async with service.client(tenant, sub="alice", roles=("member",)) as member:
+        service.fake_llm.script(MODEL, Reply.text("It is still on file."))
+        second = await submit(member, input="Is it still there?", conversation_id=conversation)
+        await stream(member, second["task_id"])
+        # The second turn's first prompt is the conversation so far, the result included.
+        assert MARKER in tool_message(service.fake_llm.requests_for(MODEL)[-1].body)
+        seen_by_member = await _everything_read(member, second["task_id"], second["chain_id"])
+        chain = (await member.get(f"/api/v1/chains/{second['chain_id']}")).json()
+    async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
+        seen_by_admin = await _everything_read(admin, second["task_id"], second["chain_id"])
+
+    assert MARKER.encode() in seen_by_admin
+    assert MARKER.encode() not in seen_by_member
+    [told] = _prompt_messages(chain)
+    assert told["content"] == "[hidden]"

@@ -11,7 +11,7 @@ from uuid import uuid4
 
 import pytest
 
-from tests.api.helpers import configure, stream, submit
+from tests.api.helpers import open_network, stream, submit
 from tests.cluster import cluster
 from tests.fakes.openai_server import FakeLLMServer, Reply
 from tests.fakes.webhook_receiver import WebhookReceiver
@@ -46,7 +46,7 @@ async def quick(
 async def hooked_tenant(service: Service, receiver: WebhookReceiver) -> tuple[str, str]:
     """A tenant that may reach 127.0.0.1, with an endpoint there for `task.completed`."""
     tenant = await service.create_tenant(f"w-{uuid4().hex[:12]}")
-    await configure(service, tenant, "network", {"allow": ["127.0.0.1/32"]})
+    await open_network(service, tenant, ["127.0.0.1/32"])
     async with service.client(tenant, **ADMIN) as admin:
         created = await admin.post(
             f"/api/v1/tenants/{tenant}/webhooks",

@@ -9,7 +9,14 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from tests.api.helpers import assert_invalid, assert_problem, configure, stream, submit
+from tests.api.helpers import (
+    assert_invalid,
+    assert_problem,
+    configure,
+    open_network,
+    stream,
+    submit,
+)
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.fakes.webhook_receiver import WebhookReceiver
 from tests.service import MODEL, Service
@@ -27,7 +34,7 @@ async def receiver() -> AsyncIterator[WebhookReceiver]:
 async def hooked(service: Service) -> str:
     """A tenant whose network allow-list admits 127.0.0.1, where the receiver listens."""
     tenant = await service.create_tenant(f"w-{uuid4().hex[:12]}")
-    await configure(service, tenant, "network", {"allow": ["127.0.0.1/32"]})
+    await open_network(service, tenant, ["127.0.0.1/32"])
     return tenant
 
 

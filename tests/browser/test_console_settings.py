@@ -11,7 +11,7 @@ import httpx
 import pytest
 from playwright.async_api import ConsoleMessage, Error, Page, expect
 
-from tests.api.helpers import configure
+from tests.api.helpers import configure, open_network
 from tests.browser.conftest import SCREENSHOTS, OfflinePage
 from tests.browser.console import WAIT_MS, api_json, console_url, create_key, sign_in
 from tests.fakes.mcp_server import TOKEN, FakeMcpServer
@@ -161,7 +161,7 @@ async def test_a_secret_set_in_the_console_is_listed_by_name_and_mcp_servers_sho
 ) -> None:
     page = offline_page.page
     errors = problems_of(page)
-    await configure(service, tenant, "network", {"allow": ["127.0.0.1/32"]})
+    await open_network(service, tenant, ["127.0.0.1/32"])
     await sign_in(
         page,
         service,
@@ -229,6 +229,9 @@ async def test_a_secret_set_in_the_console_is_listed_by_name_and_mcp_servers_sho
         timeout=WAIT_MS
     )
     assert TOKEN not in await page.content()
+    # What platform admins opened for the tenant is shown beside its own list, not edited.
+    network = page.get_by_role("form", name="Network allow-list")
+    await expect(network).to_contain_text("Opened by platform admins: 127.0.0.1/32")
     await shot(page, "mcp-servers")
     assert errors == []
 

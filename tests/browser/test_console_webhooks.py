@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 from playwright.async_api import expect
 
-from tests.api.helpers import configure, stream, submit
+from tests.api.helpers import open_network, stream, submit
 from tests.browser.conftest import OfflinePage
 from tests.browser.console import WAIT_MS, console_url, create_key, sign_in
 from tests.browser.test_console_settings import problems_of, shot
@@ -27,7 +27,7 @@ async def test_an_admin_adds_a_webhook_sees_its_deliveries_redelivers_pauses_and
 ) -> None:
     page = offline_page.page
     errors = problems_of(page)
-    await configure(service, tenant, "network", {"allow": ["127.0.0.1/32"]})
+    await open_network(service, tenant, ["127.0.0.1/32"])
     await sign_in(
         page, service, await create_key(service, tenant, "tenant_admin", name="admin"), "/settings"
     )

@@ -11,7 +11,9 @@ artifact, then `completed`: each status update and the artifact update carry wha
 far under OmniForge's usage extension, the last `FINAL_USAGE`.
 
 Its card lists the skills `research` and `wait`, and its interfaces in `bindings` order
-(JSON-RPC first by default); `streaming=False` says it does not stream. A `token` makes every
+(JSON-RPC first by default), each at its own address unless `elsewhere` names another base URL
+for the binding (a card that sends its callers to another origin); `streaming=False` says it
+does not stream. A `token` makes every
 A2A request (not the card) need `Authorization: Bearer <token>` (else 401). It records the
 Authorization header of each A2A request and the texts of the messages it received. It also
 serves JSON that is no usable card at `NOT_A_CARD_PATH`.
@@ -146,6 +148,7 @@ class FakeA2AAgent:
     token: str | None = None
     bindings: tuple[str, ...] = ("JSONRPC", "HTTP+JSON")
     streaming: bool = True
+    elsewhere: dict[str, str] = field(default_factory=dict)
     received: list[Received] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     cancelled_tasks: list[str] = field(default_factory=list)
@@ -173,7 +176,7 @@ class FakeA2AAgent:
             version="1.0.0",
             supported_interfaces=[
                 AgentInterface(
-                    url=self.base_url + paths[binding],
+                    url=self.elsewhere.get(binding, self.base_url) + paths[binding],
                     protocol_binding=binding,
                     protocol_version="1.0",
                 )

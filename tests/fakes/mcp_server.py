@@ -6,7 +6,9 @@ the token is, or an error echoing what it got, as careless servers do) and `slow
 (counts to `n`, reporting progress at each step; a `gate` given holds each step until the
 test sets it). A `http_token` makes it answer 401 at the HTTP level, as a gateway would. Tests
 may list more tools (`extra_tools`, e.g. with an invalid schema) and change the list while
-sessions are open (`change_tools`, which notifies them).
+sessions are open (`change_tools`, which notifies them). With `echo_encoded`, its errors echo
+the `Authorization` header it got upper-cased and base64-encoded, and with `fail_listing` its
+`tools/list` fails so, as servers that quote their request in an error do.
 
 It records what it received: every tool call with its arguments and headers, how many MCP
 handshakes (`initialize`) it answered, and which sessions its calls came on.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import signal
 import socket
 from collections.abc import Sequence
@@ -30,6 +33,7 @@ import uvicorn
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError
 
 TOKEN = "tok-" + "s3cr3t" * 4
 SUBJECT = "robot@example.com"
@@ -92,6 +96,9 @@ class FakeMcpServer:
     extra_tools: list[types.Tool] = field(default_factory=list)
     # When given, each step of slow_count waits for it to be set.
     gate: asyncio.Event | None = None
+    # Errors echo the Authorization header upper-cased and in base64; tools/list fails so.
+    echo_encoded: bool = False
+    fail_listing: bool = False
     calls: list[ReceivedCall] = field(default_factory=list)
     initializations: int = 0
     list_requests: int = 0
@@ -209,7 +216,18 @@ class FakeMcpServer:
         async with self.listed:
             self.list_requests += 1
             self.listed.notify_all()
+        if self.fail_listing:
+            headers = getattr(ctx.request, "headers", None) or {}
+            echoed = self._echo(headers.get("authorization"))
+            raise MCPError(types.INTERNAL_ERROR, f"cannot list tools for {echoed}")
         return types.ListToolsResult(tools=self.tools())
+
+    def _echo(self, authorization: str | None) -> str:
+        """What its errors say of the Authorization header they got."""
+        if not self.echo_encoded or authorization is None:
+            return repr(authorization)
+        encoded = base64.b64encode(authorization.encode()).decode()
+        return f"AUTHORIZATION: {authorization.upper()} (base64 {encoded})"
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
@@ -234,7 +252,9 @@ class FakeMcpServer:
                 authorization = headers.get("authorization")
                 if authorization != f"Bearer {self.token}":
                     # Echoes what it got, as careless servers do: callers must mask it.
-                    return _error(f"401 unauthorized: {authorization!r} is not a token it knows")
+                    return _error(
+                        f"401 unauthorized: {self._echo(authorization)} is not a token it knows"
+                    )
                 return types.CallToolResult(
                     content=[types.TextContent(type="text", text=SUBJECT)],
                     structured_content={"subject": SUBJECT},

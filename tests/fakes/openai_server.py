@@ -8,10 +8,11 @@ nobody scripted, or any scripted reply nobody asked for, fails the test.
 Standalone, for benchmarks (answers every call for the given models with "ok"):
 
     python tests/fakes/openai_server.py --port 0 --model NAME [--model NAME2 ...] [--delay-s S]
-        [--words N] [--tool-call TOOL [--tool-arguments JSON]]
+        [--words N | --reply TEXT] [--tool-call TOOL [--tool-arguments JSON]]
 
 prints one line `READY <base_url>` once listening and serves until SIGTERM or SIGINT; each
-answer ("ok", or `--words` words "ok ok2 ok3...", one per chunk when streamed) comes
+answer ("ok", or `--words` words "ok ok2 ok3...", one per chunk when streamed, or `--reply`'s
+text) comes
 `--delay-s` seconds after its request arrived (default 0). With `--tool-call` a request whose
 messages carry no tool result is answered with a call of that tool instead (arguments
 `--tool-arguments`, default {"expression": "6*7"} for `calculator`), so each task makes two
@@ -473,6 +474,7 @@ async def _serve(
     delay_s: float = 0.0,
     words: int = 1,
     tool: tuple[str, dict[str, Any]] | None = None,
+    reply: str | None = None,
 ) -> None:
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -484,7 +486,7 @@ async def _serve(
     async with _CountingServer(port, tool_call) as server:
         loop.add_signal_handler(signal.SIGUSR1, server.report)
         # Streamed one word per chunk; words differ, as LiteLLM refuses a stream repeating one.
-        answer = " ".join(["ok", *(f"ok{n}" for n in range(2, words + 1))])
+        answer = reply or " ".join(["ok", *(f"ok{n}" for n in range(2, words + 1))])
         for model in models:
             server.always(model, Reply.text(answer, delay_s=delay_s))
         print(f"READY {server.base_url}", flush=True)
@@ -505,6 +507,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--words", type=int, default=1, help="answer this many words: ok ok2 ok3... (default 1)"
     )
+    parser.add_argument("--reply", help="answer this text instead (one chunk when streamed)")
     parser.add_argument(
         "--tool-call",
         metavar="TOOL",
@@ -518,7 +521,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     tool = None if args.tool_call is None else (args.tool_call, args.tool_arguments)
-    asyncio.run(_serve(args.port, args.models, args.delay_s, args.words, tool))
+    asyncio.run(_serve(args.port, args.models, args.delay_s, args.words, tool, args.reply))
 
 
 if __name__ == "__main__":

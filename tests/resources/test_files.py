@@ -192,7 +192,7 @@ async def test_a_runs_access_reads_text_pdf_pages_and_searches(library: FileLibr
         tenant, "paper.pdf", make_pdf(["intro", "otters otters otters", "end"]), by="a"
     )
     image = await library.upload(tenant, "pic.png", make_image(8, 8), by="a")
-    files = library.access(tenant, [str(text.id)])
+    files = library.access(tenant, [str(text.id)], user="a")
     assert files.attached() == (str(text.id),)
     assert await files.text(str(text.id)) == "otters hold hands\n"
     assert await files.text(str(pdf.id)) == PAGE_BREAK.join(
@@ -215,7 +215,7 @@ async def test_a_runs_access_reads_text_pdf_pages_and_searches(library: FileLibr
 async def test_a_runs_access_finds_no_file_of_another_tenant(library: FileLibrary) -> None:
     tenant, other = _tenant(), _tenant()
     record = await library.upload(tenant, "a.txt", b"secret plans", by="alice")
-    theirs = library.access(other, [str(record.id)])
+    theirs = library.access(other, [str(record.id)], user="alice")
     for call in (theirs.info, theirs.content, theirs.text):
         with pytest.raises(ToolError) as caught:
             await call(str(record.id))
@@ -228,7 +228,7 @@ async def test_a_runs_access_finds_no_file_of_another_tenant(library: FileLibrar
     "file_id", ["", "not-a-uuid", "1" * 64, "d0ea567f-b387-48ec-b995-8d2dba2042a3"]
 )
 async def test_a_malformed_or_unknown_id_is_not_found(library: FileLibrary, file_id: str) -> None:
-    files = library.access(_tenant(), [])
+    files = library.access(_tenant(), [], user="a")
     with pytest.raises(ToolError) as caught:
         await files.info(file_id)
     assert caught.value.error_code is ErrorCode.NOT_FOUND

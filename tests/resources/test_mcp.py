@@ -54,7 +54,9 @@ async def tenant(database: Database) -> str:
     async with database.transaction() as connection:
         await TenantRepository(connection).create(tenant_id, "MCP", at=T0)
         await connection.execute(
-            update(tenants).where(tenants.c.id == tenant_id).values(network_allow=["127.0.0.1/32"])
+            update(tenants)
+            .where(tenants.c.id == tenant_id)
+            .values(network_allow={"allow": [], "platform_allow": ["127.0.0.1/32"]})
         )
     return tenant_id
 

@@ -235,7 +235,14 @@ async def test_an_es256_token_verifies(
 async def test_hs256_tokens_still_verify_beside_the_jwks_without_fetching_it(
     idp: JWKSServer,
 ) -> None:
-    token = mint_token(SECRET, tenant_id="acme", subject="alice", roles=["member"])
+    token = mint_token(
+        SECRET,
+        tenant_id="acme",
+        subject="alice",
+        roles=["member"],
+        issuer=ISSUER,
+        audience=AUDIENCE,
+    )
 
     async with verifying(idp.url) as verifier:
         assert (await verifier.verify(token)).tenant_id == "acme"

@@ -5,6 +5,7 @@ agent its path names (`A2ACall`). Nothing is stored here: our tasks, streams and
 the truth."""
 
 import contextlib
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC
@@ -23,10 +24,12 @@ from a2a.utils.errors import (
     UnsupportedOperationError,
 )
 from a2a.utils.task import apply_history_length, validate_history_length, validate_page_size
+from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
 from app.api.a2a.errors import a2a_error, only_text, task_not_found
 from app.api.a2a.events import StreamMapper
+from app.api.a2a.hops import TRAIL_KEY, hops_above, refuse_looping
 from app.api.a2a.mapping import OUR_STATES, a2a_task
 from app.api.access import Caller
 from app.api.conversations.router import create_conversation
@@ -43,10 +46,13 @@ from app.runs import TaskSubmission
 from app.runs.agents import DEFAULT_AGENT, ResolvedAgent
 from app.runs.channel import StreamEvent, StreamItem
 from app.runs.streams import task_stream
+from app.storage.conversations import ConversationRepository
 from app.storage.pagination import Cursor
 from app.storage.records import TaskRecord
 from app.storage.tasks import TaskFilter, TaskRepository
-from app.tools.a2a.extension import LAST_EVENT_ID_HEADER
+from app.tools.a2a.extension import LAST_EVENT_ID_HEADER, trail_of
+
+logger = logging.getLogger(__name__)
 
 CALL_KEY = "omniforge.a2a"
 """Where the route leaves its `A2ACall`: in the request's scope, then the call context."""
@@ -251,7 +257,9 @@ class TaskHandler(RequestHandler):
 
 async def _start(call: A2ACall, message: a2a.Message) -> TaskRecord:
     """Submits the message's text as a task of the agent: the next turn of its context (a
-    conversation of the tenant with this agent), or the first of a new conversation."""
+    conversation of the tenant with this agent), or the first of a new conversation, which
+    is deleted again when the task is refused. A message whose hop trail loops back into an
+    agent already working on it, or goes too deep, is refused first (`_checked_trail`)."""
     if message.task_id:
         raise UnsupportedOperationError(
             f"task {message.task_id} takes no further input: a new message starts a new task "
@@ -264,6 +272,7 @@ async def _start(call: A2ACall, message: a2a.Message) -> TaskRecord:
     text = "\n".join(part.text for part in message.parts)
     if not text.strip():
         raise InvalidParamsError("the message has no text")
+    conversation_id: UUID | None = None
     if message.context_id:
         try:
             conversation_id = UUID(message.context_id)
@@ -271,14 +280,13 @@ async def _start(call: A2ACall, message: a2a.Message) -> TaskRecord:
             raise InvalidParamsError(
                 f"context {message.context_id!r} is no conversation of this tenant"
             ) from None
-    else:
-        started = await create_conversation(
-            ConversationCreate(agent=call.agent.name), call.caller, call.state
-        )
-        conversation_id = started.id
+    trail = await _checked_trail(call, message)
     try:
         submission = TaskSubmission(
-            input=text, agent=call.agent.name, conversation_id=conversation_id
+            input=text,
+            agent=call.agent.name,
+            conversation_id=conversation_id,
+            metadata={TRAIL_KEY: trail} if trail else {},
         )
     except ValidationError as exc:
         errors = [
@@ -288,8 +296,39 @@ async def _start(call: A2ACall, message: a2a.Message) -> TaskRecord:
         raise InvalidParamsError(
             "the message cannot be a task; see `errors`", {"errors": errors}
         ) from exc
-    submitted = await submit_task(call.state, call.caller, submission)
+    if conversation_id is not None:
+        submitted = await submit_task(call.state, call.caller, submission)
+        return await find_task(call.state, call.caller, submitted.task_id)
+    started = await create_conversation(
+        ConversationCreate(agent=call.agent.name), call.caller, call.state
+    )
+    try:
+        submission = submission.model_copy(update={"conversation_id": started.id})
+        submitted = await submit_task(call.state, call.caller, submission)
+    except Exception:
+        # Refused (a rate limit, a budget, a drain…): the context it would have begun
+        # never began. The refusal is what the caller hears, whatever becomes of this.
+        try:
+            async with call.state.database.transaction() as connection:
+                tenant_conversations = ConversationRepository(connection, call.caller.tenant_id)
+                await tenant_conversations.discard_unused(started.id)
+        except Exception:
+            logger.exception("could not delete conversation %s of a refused task", started.id)
+        raise
     return await find_task(call.state, call.caller, submitted.task_id)
+
+
+async def _checked_trail(call: A2ACall, message: a2a.Message) -> list[str]:
+    """The hop trail the message came with, once it is known not to loop back into an
+    agent already working on it, nor too deep (see `app.api.a2a.hops`)."""
+    trail = trail_of(MessageToDict(message.metadata))
+    if not trail:
+        return []
+    max_depth = call.state.settings.max_agent_depth
+    async with call.state.database.read() as connection:
+        hops = await hops_above(connection, call.caller.tenant_id, trail, max_depth=max_depth)
+    refuse_looping(call.agent.name, hops, max_depth=max_depth)
+    return trail
 
 
 async def _follow(call: A2ACall, task: TaskRecord, *, after: int) -> AsyncIterator[Event]:

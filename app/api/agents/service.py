@@ -2,14 +2,12 @@
 archive) is stored with its audit event in one transaction; a version, once stored, never
 changes."""
 
+import asyncio
 import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -37,15 +35,13 @@ from app.storage.pagination import InvalidCursor
 from app.storage.records import AgentRecord
 from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.registry import ToolRegistry
+from app.tools.schemas import schema_problem, size_problem
 from app.tools.subagents import is_sub_agent_ref
 from app.tools.subagents import tool_name as sub_agent_tool_name
 
 # A name cursor sorting before every agent name (names start with a letter): the page after
 # a first page that showed only the built-in agent starts at the first stored one.
 _FROM_START = "@"
-
-# What `validator_for` answers for a `$schema` naming no draft it knows.
-_NO_DRAFT: Any = object()
 
 MAX_VERSION = 2**31 - 1
 """Versions are 32-bit on every backend."""
@@ -59,28 +55,6 @@ class Applied(StrEnum):
     UNCHANGED = "unchanged"
 
 
-def schema_problem(schema: dict[str, Any]) -> str | None:
-    """Why `schema` is not a JSON Schema, checked against the metaschema of the draft its
-    `$schema` names (2020-12 when it names none), or None."""
-    validator: Any = Draft202012Validator
-    if "$schema" in schema:
-        declared = schema["$schema"]
-        if not isinstance(declared, str):
-            return "`$schema` must be a string naming a JSON Schema draft"
-        try:
-            validator = validator_for(schema, default=_NO_DRAFT)
-        except ValueError:  # not even a URI ("http://[::1")
-            validator = _NO_DRAFT
-        if validator is _NO_DRAFT:
-            return f"`$schema` names no JSON Schema draft this service knows: {declared!r}"
-    try:
-        validator.check_schema(schema)
-    except SchemaError as exc:
-        where = "/".join(str(part) for part in exc.path)
-        return f"not a valid JSON Schema{f' at {where}' if where else ''}: {exc.message}"
-    return None
-
-
 def check_definition(
     runtime: AgentRuntime,
     tenant: Tenant,
@@ -92,8 +66,10 @@ def check_definition(
     """Refuses (422) a definition naming what its tenant's runs could not use: a model that is
     not configured or not approved, a tool that is not registered (in `registry`, the tenant's
     tools; default the process's) or not enabled, a kind this process does not have, or a
-    `response_format` that is not a JSON Schema; or agent `name` as its own sub-agent (a
-    longer cycle, through other agents, is refused when a call would close it)."""
+    `response_format` or `input_schema` that is not a JSON Schema this service applies (or
+    larger than `MAX_SCHEMA_BYTES`); or agent `name` as its own sub-agent (a longer cycle,
+    through other agents, is refused when a call would close it). Checking a schema takes up
+    to a few hundred milliseconds: call it in a worker thread."""
     registry = registry or runtime.registry
     problems: list[FieldProblem] = []
     if definition.kind not in runtime.kinds:
@@ -131,10 +107,14 @@ def check_definition(
         elif entry in seen:
             problems.append(FieldProblem(field=field, message=f"{entry!r} is listed twice"))
         seen.add(entry)
-    if definition.response_format is not None:
-        reason = schema_problem(definition.response_format)
-        if reason is not None:
-            problems.append(FieldProblem(field="body.response_format", message=reason))
+    for field, schema in (
+        ("body.response_format", definition.response_format),
+        ("body.input_schema", definition.input_schema),
+    ):
+        if schema is not None:
+            reason = size_problem(schema) or schema_problem(schema)
+            if reason is not None:
+                problems.append(FieldProblem(field=field, message=reason))
     if problems:
         raise ApiError(
             VALIDATION, "the definition names what this tenant cannot run", errors=problems
@@ -166,9 +146,7 @@ class AgentCatalog:
                 extra={"agent": body.name},
             )
         definition = body.definition()
-        check_definition(
-            self._runtime, self._caller.tenant, definition, self._registry, name=body.name
-        )
+        await self._checked(definition, body.name)
         document = definition_document(definition)
         record = await self._agents.create(
             body.name, document, by=self._caller.subject, at=utc_now()
@@ -230,9 +208,7 @@ class AgentCatalog:
     async def _new_version(self, current: AgentRecord, definition: AgentDefinition) -> AgentRecord:
         if definition == AgentDefinition.model_validate(current.definition):
             return current
-        check_definition(
-            self._runtime, self._caller.tenant, definition, self._registry, name=current.name
-        )
+        await self._checked(definition, current.name)
         document = definition_document(definition)
         record = await self._agents.add_version(
             current, document, by=self._caller.subject, at=utc_now()
@@ -249,6 +225,17 @@ class AgentCatalog:
             {"version": record.version, "definition": _only(document, changed)},
         )
         return record
+
+    async def _checked(self, definition: AgentDefinition, name: str) -> None:
+        """`check_definition` in a worker thread: its schemas take a while to check."""
+        await asyncio.to_thread(
+            check_definition,
+            self._runtime,
+            self._caller.tenant,
+            definition,
+            self._registry,
+            name=name,
+        )
 
     async def _audit(self, action: AuditAction, name: str, before: Any, after: Any) -> None:
         await record_change(

@@ -6,6 +6,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from app.api.query import Instant
 from app.chain.models import utc_now
 from app.governance.quotas import TenantQuotas
 from app.security.rbac import Role
@@ -35,8 +36,10 @@ class ApiKeyCreate(BaseModel):
         max_length=len(Role),
         description="Its roles: together at most the permissions of the caller's roles.",
     )
-    expires_at: datetime | None = Field(
-        default=None, description="When it stops working (UTC); none: until revoked."
+    expires_at: Instant | None = Field(
+        default=None,
+        description="When it stops working, with a time zone (read in UTC, years 1 to 9999); "
+        "none: until revoked.",
     )
     quotas: TenantQuotas | None = Field(
         default=None,
@@ -57,8 +60,6 @@ class ApiKeyCreate(BaseModel):
     def _in_the_future(cls, value: datetime | None) -> datetime | None:
         if value is None:
             return None
-        if value.tzinfo is None:
-            raise ValueError("give a time zone (e.g. `Z`)")
         if value <= utc_now():
             raise ValueError("the expiry is in the past")
         return value

@@ -1,9 +1,8 @@
 """Reading and deciding the tool calls that wait for a human."""
 
+import asyncio
 from typing import Any
 from uuid import UUID
-
-from jsonschema import Draft202012Validator
 
 from app.api.access import Caller
 from app.api.approvals.schemas import ApprovalDecision, ApprovalOut
@@ -18,6 +17,8 @@ from app.security.rbac import Permission
 from app.security.visibility import ReaderView
 from app.storage.approvals import ApprovalRecord, ApprovalRepository
 from app.tools.approvals import ApprovalStatus
+from app.tools.patterns import PatternTimeout, pattern_budget
+from app.tools.schemas import unchecked_validator
 
 
 def approval_out(view: ReaderView, record: ApprovalRecord) -> ApprovalOut:
@@ -68,7 +69,8 @@ async def decide(
     approve = body.decision == "approve"
     arguments = body.arguments if approve else None
     if arguments is not None:
-        problems = _invalid(record.input_schema, arguments)
+        # Off the event loop: the tool's schema may have patterns (matched within a budget).
+        problems = await asyncio.to_thread(_invalid, record.input_schema, arguments)
         if problems:
             raise ApiError(
                 VALIDATION, "the edited arguments do not fit the tool's schema", errors=problems
@@ -119,9 +121,14 @@ def _decided(record: ApprovalRecord) -> ApiError:
 
 
 def _invalid(schema: dict[str, Any], arguments: dict[str, Any]) -> list[FieldProblem]:
-    validator = Draft202012Validator(schema)
+    validator = unchecked_validator(schema)
+    try:
+        with pattern_budget():
+            errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+    except PatternTimeout as exc:
+        return [FieldProblem(field="body.arguments", message=f"cannot be checked: {exc}")]
     problems = []
-    for error in sorted(validator.iter_errors(arguments), key=lambda e: list(e.path)):
+    for error in errors:
         path = ".".join(str(part) for part in error.path)
         field = "body.arguments" + (f".{path}" if path else "")
         problems.append(FieldProblem(field=field, message=error.message[:500]))

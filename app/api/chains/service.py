@@ -4,16 +4,19 @@ the same transaction as the read."""
 import asyncio
 from uuid import UUID
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from app.api.access import Caller
 from app.api.auditing import chain_read
 from app.api.chains.schemas import ChainDocument, ChainSummary, with_steps
 from app.api.state import AppState
 from app.governance.audit import AuditAction
+from app.runs.earlier_turns import learn_earlier_turns
 from app.runs.errors import NotFound
 from app.runs.recorder import step_facts
 from app.security.visibility import ReaderView
 from app.storage.chains import ChainRepository, StepRow
-from app.storage.records import ChainRecord
+from app.storage.records import ChainRecord, TaskRecord
 from app.storage.tasks import TaskRepository
 
 
@@ -28,6 +31,7 @@ async def chain_document(
     """A chain with its steps (by its id or its task's), rendered as JSON for this caller;
     audited as `action`."""
     view = caller.view(state)
+    task: TaskRecord | None = None
     async with state.database.read() as connection:
         chains = ChainRepository(connection, caller.tenant_id)
         if task_id is not None:
@@ -42,6 +46,7 @@ async def chain_document(
         if view.full_access:
             documents = await chains.step_documents(chain_id)
         else:
+            await _learn_earlier_turns(connection, view, chain, task)
             documents = _render(view, await chains.step_rows(chain_id), after=0)
     # Awaited once the connection is back: on SQLite the writer needs that one connection.
     await audited
@@ -64,11 +69,15 @@ async def step_page(
             more = len(documents) > limit
             documents = documents[:limit]
         else:
+            await _learn_earlier_turns(connection, view, chain)
             rows = await chains.step_rows(chain_id, after=after, limit=limit + 1)
             more = len(rows) > limit
-            # The secrets of earlier steps must be known to mask this page, but only the steps
-            # that may hold one can teach the view anything: the database picks them out.
-            earlier = await chains.step_rows(chain_id, through=after, holding=view.learning_needles)
+            # The secrets of earlier steps must be known to mask this page, and the tool steps
+            # it withholds, which the page's prompts may repeat; only those steps can teach the
+            # view anything: the database picks them out.
+            earlier = await chains.step_rows(
+                chain_id, through=after, holding=view.learning_needles, or_tool_steps=True
+            )
             documents = _render(view, [*earlier, *rows[:limit]], after=after)
     await audited
     next_after = after + limit if more else None
@@ -80,7 +89,8 @@ def _render(view: ReaderView, rows: list[StepRow], *, after: int) -> list[str]:
     documents: list[str] = []
     transparent = view.transparent
     for step_number, document, step_type, tool_type, tool_name, level in rows:
-        if transparent and level == "full":
+        # Once a tool step is withheld, the LLM calls after it may repeat it in their prompts.
+        if transparent and level == "full" and not view.withholds:
             if step_number > after:
                 documents.append(document)
             continue
@@ -110,6 +120,17 @@ def _audit(
         caller, action=action, chain_id=chain.id, task_id=chain.task_id, view=view, **page
     )
     return asyncio.ensure_future(state.runs.record_audit([row]))
+
+
+async def _learn_earlier_turns(
+    connection: AsyncConnection,
+    view: ReaderView,
+    chain: ChainRecord,
+    task: TaskRecord | None = None,
+) -> None:
+    if task is None:
+        task = await TaskRepository(connection, chain.tenant_id).get(chain.task_id)
+    await learn_earlier_turns(connection, view, task)
 
 
 async def _find_chain(chains: ChainRepository, chain_id: UUID) -> ChainRecord:

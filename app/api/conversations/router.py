@@ -39,7 +39,9 @@ async def create_conversation(
     earlier turn (inputs, tool calls and results, answers), rebuilt from their chains. An
     unknown agent is 422, an archived one 409 `agent-archived`; `file_ids` naming no file of
     the tenant are 422."""
-    files = await attached_files(state, caller.tenant_id, body.file_ids or [])
+    files = await attached_files(
+        state, caller.tenant_id, body.file_ids or [], reader=caller.subject
+    )
     async with state.database.transaction() as connection:
         agent = await resolve_agent(connection, caller.tenant_id, body.agent)
         pinned = body.agent is not None and "@" in body.agent

@@ -9,11 +9,12 @@ from app.api.access import RequireFileRead, RequireFileWrite
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.files import service
-from app.api.files.schemas import FileOut, FilePage
+from app.api.files.schemas import VISIBILITY, FileChange, FileOut, FilePage
 from app.api.files.upload import FILE_FIELD
 from app.api.inputs import CheckedRoute
 from app.resources.files import BINARY, IMAGE_TYPES, PDF, TEXT
 from app.storage.pagination import MAX_PAGE_SIZE
+from app.storage.records import FileVisibility
 
 router = APIRouter(prefix="/api/v1/files", tags=["files"], route_class=CheckedRoute)
 
@@ -47,12 +48,18 @@ _BYTES: dict[int | str, dict[str, Any]] = {
     responses=problems(401, 403, 413, 422),
     openapi_extra=_UPLOAD_BODY,
 )
-async def upload_file(request: Request, caller: RequireFileWrite, state: State) -> FileOut:
+async def upload_file(
+    request: Request,
+    caller: RequireFileWrite,
+    state: State,
+    visibility: Annotated[FileVisibility, Query(description=VISIBILITY)] = "private",
+) -> FileOut:
     """A `multipart/form-data` body with one `file` part. Its type is sniffed from its bytes
     (the client's `Content-Type` is not trusted); text files' and PDFs' text is extracted
     for `read_file` and `search_files`. A file larger than the service's `file_max_bytes` is
-    refused with 413. Audited (`file.upload`)."""
-    return await service.upload_file(state, caller, request)
+    refused with 413. It is its uploader's alone unless `visibility=tenant` shares it (or a
+    later PATCH does). Audited (`file.upload`)."""
+    return await service.upload_file(state, caller, request, visibility)
 
 
 @router.get("", summary="List files", responses=problems(401, 403, 422))
@@ -62,7 +69,8 @@ async def list_files(
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> FilePage:
-    """The tenant's files, newest first."""
+    """The tenant's files the caller may see, newest first: those shared with the tenant
+    and its own private ones (every file with `file:manage`)."""
     return await service.list_files(state, caller, cursor=cursor, limit=limit)
 
 
@@ -92,7 +100,22 @@ async def file_content(file_id: UUID, caller: RequireFileRead, state: State) -> 
     responses=problems(401, 403, 404, 422),
 )
 async def delete_file(file_id: UUID, caller: RequireFileWrite, state: State) -> Response:
-    """Its bytes, text and description go; tasks it was given to find it gone. Audited
-    (`file.delete`)."""
+    """Its bytes, text and description go; tasks it was given to find it gone. Its uploader
+    may delete it, and those with `file:manage`: another member gets 403 for a shared file,
+    404 for a private one. Audited (`file.delete`)."""
     await service.delete_file(state, caller, file_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.patch(
+    "/{file_id}",
+    summary="Share a file with the tenant, or make it private",
+    responses=problems(401, 403, 404, 422),
+)
+async def change_file(
+    file_id: UUID, body: FileChange, caller: RequireFileWrite, state: State
+) -> FileOut:
+    """Sets whom it is shared with (`visibility`); its uploader may, and those with
+    `file:manage`. Runs read it as it says from then on. Audited (`file.update`, with
+    the visibility before and after)."""
+    return await service.share_file(state, caller, file_id, body.visibility)

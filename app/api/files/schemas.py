@@ -3,9 +3,14 @@
 from datetime import datetime
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from app.storage.records import FileRecord
+from app.storage.records import FileRecord, FileVisibility
+
+VISIBILITY = (
+    "Who may read it: `private`, its uploader alone (and those who manage the tenant's files: "
+    "`file:manage`); `tenant`, every member, and every member's runs."
+)
 
 
 class FileOut(BaseModel):
@@ -28,6 +33,7 @@ class FileOut(BaseModel):
     )
     created_by: str
     created_at: datetime
+    visibility: FileVisibility = Field(description=VISIBILITY)
 
     @classmethod
     def of(cls, record: FileRecord) -> "FileOut":
@@ -37,3 +43,11 @@ class FileOut(BaseModel):
 class FilePage(BaseModel):
     items: list[FileOut]
     next_cursor: str | None
+
+
+class FileChange(BaseModel):
+    """A change of a file: whom it is shared with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    visibility: FileVisibility = Field(description=VISIBILITY)

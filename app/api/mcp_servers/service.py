@@ -13,7 +13,7 @@ from app.api.mcp_servers.schemas import (
     McpServerOut,
     McpServerUpdate,
 )
-from app.api.outbound import header_document
+from app.api.outbound import check_header_secrets, header_document
 from app.api.state import AppState
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
@@ -54,12 +54,14 @@ async def create_server(
     """Stores the server, then asks it for its tools: the answer holds what it offered, or
     (`status: error`) why it could not be asked."""
     mcp = servers_of(state)
+    headers = header_document(body.headers)
+    await check_header_secrets(state.toolbox.secrets, tenant.id, headers)
     async with state.database.transaction() as connection:
         try:
             record = await McpServerRepository(connection, tenant.id).create(
                 name=body.name,
                 url=body.url,
-                headers=header_document(body.headers),
+                headers=headers,
                 allowed_tools=body.allowed_tools,
                 tool_roles=body.tool_roles,
                 by=caller.subject,
@@ -79,6 +81,8 @@ async def update_server(
     server's tools again."""
     mcp = servers_of(state)
     changes = body.changes()
+    if "headers" in changes:
+        await check_header_secrets(state.toolbox.secrets, tenant.id, changes["headers"])
     async with state.database.transaction() as connection:
         servers = McpServerRepository(connection, tenant.id)
         before = await servers.get(server_id)

@@ -9,7 +9,7 @@ from a2a.types import AgentCard
 from app.api.access import Caller
 from app.api.auditing import ResourceAudit
 from app.api.errors import REMOTE_AGENT_EXISTS, UNAVAILABLE, VALIDATION, ApiError, FieldProblem
-from app.api.outbound import header_document
+from app.api.outbound import check_header_secrets, header_document
 from app.api.remote_agents.schemas import (
     RemoteAgentCreate,
     RemoteAgentList,
@@ -55,7 +55,8 @@ async def create_agent(
     agents = agents_of(state)
     headers = header_document(body.headers)
     card_url = card_location(body.card_url)
-    card = await _fetched(agents, tenant, card_url, headers)
+    await check_header_secrets(state.toolbox.secrets, tenant.id, headers)
+    card = await _fetched(agents, tenant, body.name, card_url, headers)
     now = utc_now()
     async with state.database.transaction() as connection:
         try:
@@ -85,7 +86,9 @@ async def update_agent(
     if body.refetches:
         current = await _existing(state, tenant, agent_id)
         headers = changes.get("headers", current.headers)
-        card = await _fetched(agents, tenant, current.card_url, headers)
+        await check_header_secrets(state.toolbox.secrets, tenant.id, headers)
+        name = changes.get("name", current.name)
+        card = await _fetched(agents, tenant, name, current.card_url, headers)
         changes |= {"card": card_document(card), "fetched_at": utc_now()}
     async with state.database.transaction() as connection:
         repository = RemoteAgentRepository(connection, tenant.id)
@@ -120,6 +123,11 @@ async def delete_agent(state: AppState, caller: Caller, tenant: Tenant, agent_id
     agents.changed(tenant.id)
 
 
+_HEADER_ERRORS = frozenset(
+    {ErrorCode.SECRET_NOT_FOUND, ErrorCode.SECRET_OUT_OF_SCOPE, ErrorCode.INVALID_ARGUMENTS}
+)
+
+
 async def _existing(state: AppState, tenant: Tenant, agent_id: UUID) -> RemoteAgentRecord:
     async with state.database.read() as connection:
         record = await RemoteAgentRepository(connection, tenant.id).get(agent_id)
@@ -129,14 +137,15 @@ async def _existing(state: AppState, tenant: Tenant, agent_id: UUID) -> RemoteAg
 
 
 async def _fetched(
-    agents: RemoteAgents, tenant: Tenant, card_url: str, headers: dict[str, Any]
+    agents: RemoteAgents, tenant: Tenant, name: str, card_url: str, headers: dict[str, Any]
 ) -> AgentCard:
-    """The card at `card_url`; a card that cannot be fetched or used is a 422 naming the
-    field to change (`headers` for a secret the tenant has not set)."""
+    """The card at `card_url`, fetched as the agent `name` would be called; a card that
+    cannot be fetched or used is a 422 naming the field to change (`headers` for a secret
+    the tenant has not set, or that the agent may not send)."""
     try:
-        return await agents.fetch_card(tenant.id, card_url, headers)
+        return await agents.fetch_card(tenant.id, card_url, headers, agent=name)
     except ToolError as exc:
-        field = "body.headers" if exc.error_code is ErrorCode.SECRET_NOT_FOUND else "body.card_url"
+        field = "body.headers" if exc.error_code in _HEADER_ERRORS else "body.card_url"
         raise ApiError(
             VALIDATION,
             f"the agent card at {card_url} cannot be used: {exc.message}",

@@ -75,7 +75,9 @@ async def pause(schedule_id: UUID, caller: RequireScheduleManage, state: State) 
     return await pause_schedule(state, caller, schedule_id)
 
 
-@router.post(_ONE + "/resume", summary="Resume a schedule", responses=problems(401, 403, 404, 422))
+@router.post(
+    _ONE + "/resume", summary="Resume a schedule", responses=problems(401, 403, 404, 409, 422)
+)
 async def resume(schedule_id: UUID, caller: RequireScheduleManage, state: State) -> ScheduleOut:
     """Fires again from the next moment its cron names; firings missed while it was paused
     are not made up for."""

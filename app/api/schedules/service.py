@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.api.access import Caller
 from app.api.auditing import record_change
+from app.api.errors import SCHEDULE_UNRESUMABLE, ApiError
 from app.api.schedules.firing import runs_as
 from app.api.schedules.schemas import (
     ScheduleCreate,
@@ -21,7 +22,7 @@ from app.api.tasks.schemas import TaskOut, TaskPage
 from app.api.tasks.service import run_policy
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
-from app.resources.cron import next_fire
+from app.resources.cron import InvalidCron, next_fire
 from app.runs.agents import resolve_agent
 from app.runs.errors import Forbidden, NotFound
 from app.security.rbac import Permission, cancels_any_task
@@ -137,7 +138,12 @@ async def resume_schedule(state: AppState, caller: Caller, schedule_id: UUID) ->
     before = await _manageable(state, caller, schedule_id)
     if before.status == "active":
         return ScheduleOut.of(before)
-    following = next_fire(before.cron, before.timezone, utc_now())
+    try:
+        following = next_fire(before.cron, before.timezone, utc_now())
+    except InvalidCron as exc:  # stored before such crons were refused: it was paused for it
+        raise ApiError(
+            SCHEDULE_UNRESUMABLE, f"it cannot resume: {exc}; give it another cron first"
+        ) from None
     return await _change(state, caller, before, {"status": "active", "next_fire_at": following})
 
 

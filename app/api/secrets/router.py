@@ -9,7 +9,7 @@ from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.secrets import service
-from app.api.secrets.schemas import SecretName, SecretOut, SecretPage, SecretValue
+from app.api.secrets.schemas import SecretName, SecretOut, SecretPage, SecretScope, SecretValue
 from app.storage.pagination import MAX_PAGE_SIZE
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["secrets"], route_class=CheckedRoute)
@@ -34,16 +34,38 @@ async def put_secret(
 ) -> SecretOut:
     """Creates the secret (201) or replaces its value (200). The value is sealed with
     AES-256-GCM under the service's key, bound to the tenant and name, and no route ever
-    answers it; tools and MCP servers use it as `{"secret": "NAME"}`, and it is masked in every
-    step, stream, export, audit row and log line. Runs starting from now use the new value (on
-    other instances within `OMNIFORGE_TENANT_CACHE_S`). Audited (`secret.put`, without the
-    value)."""
+    answers it; tools and MCP servers use it as `{"secret": "NAME"}`, and it is masked (in any
+    case, escaped or encoded) in every step, stream, export, status, audit row and log line.
+    `usable_by` says who may use it (absent: kept when a value is replaced, anyone for a new
+    secret). A value that a header of the tenant's MCP servers or remote agents sends must be
+    one a header can carry (visible ASCII), else 422. Runs starting from now use the new
+    value (on other instances within `OMNIFORGE_TENANT_CACHE_S`). Audited (`secret.put`, with
+    its scope, without the value)."""
     tenant = await caller.scope(state, tenant_id)
     vault = service.vault_of(state)
-    secret, created = await service.put_secret(state, vault, caller, tenant, name, body.value)
+    secret, created = await service.put_secret(state, vault, caller, tenant, name, body)
     if created:
         response.status_code = status.HTTP_201_CREATED
     return secret
+
+
+@router.patch(
+    "/{tenant_id}/secrets/{name}",
+    summary="Change who may use a secret",
+    responses=problems(401, 403, 404, 422),
+)
+async def scope_secret(
+    tenant_id: str,
+    name: SecretName,
+    body: SecretScope,
+    caller: RequireSecretConfigure,
+    state: State,
+) -> SecretOut:
+    """Sets the secret's `usable_by` (null: anyone of the tenant); its value stays. Runs and
+    MCP sessions starting from now are held to it. Audited (`secret.scope`)."""
+    tenant = await caller.scope(state, tenant_id)
+    vault = service.vault_of(state)
+    return await service.set_scope(state, vault, caller, tenant, name, body)
 
 
 @router.get(
@@ -58,7 +80,7 @@ async def list_secrets(
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> SecretPage:
-    """By name: who set each when; never a value."""
+    """By name: who set each when, and who may use it; never a value."""
     tenant = await caller.scope(state, tenant_id)
     return await service.list_secrets(state, tenant, cursor=cursor, limit=limit)
 

@@ -1,11 +1,12 @@
 """Tenant secrets as clients send and see them: a value goes in, never out."""
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from app.resources.secret_scopes import UsableBy
 from app.storage.secrets import SecretRecord
 
 SECRET_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
@@ -21,11 +22,27 @@ SecretName = Annotated[
 ]
 
 
+USABLE_BY_DESCRIPTION = (
+    "Who may use the secret: runs of these `agents`, of callers holding one of these `roles`, "
+    "sent by these `tools` (taking it by name, e.g. `http_request`), `mcp_servers` or "
+    "`remote_agents` (whose headers name it). An empty or absent list allows any; null (or "
+    "absent when the secret is created): every agent, tool and role of the tenant."
+)
+
+
 class SecretValue(BaseModel):
-    """A secret's value: stored sealed, never shown again by any route."""
+    """A secret's value: stored sealed, never shown again by any route; and who may use it."""
 
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"value": "ghp_example-token"}]}
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "value": "ghp_example-token",
+                    "usable_by": {"mcp_servers": ["github"], "roles": ["tenant_admin", "member"]},
+                }
+            ]
+        },
     )
 
     value: str = Field(
@@ -33,6 +50,14 @@ class SecretValue(BaseModel):
         max_length=MAX_SECRET_BYTES,
         description=f"At most {MAX_SECRET_BYTES} bytes (UTF-8).",
     )
+    usable_by: UsableBy | None = Field(
+        default=None,
+        description=USABLE_BY_DESCRIPTION + " Absent when the value of an existing secret is "
+        "replaced: its scope is kept.",
+    )
+
+    def usable_by_document(self) -> dict[str, Any] | None:
+        return None if self.usable_by is None else self.usable_by.model_dump()
 
     @field_validator("value")
     @classmethod
@@ -42,10 +67,22 @@ class SecretValue(BaseModel):
         return value
 
 
+class SecretScope(BaseModel):
+    """Who may use a secret, changed without its value."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"usable_by": {"agents": ["support"], "roles": []}}]},
+    )
+
+    usable_by: UsableBy | None = Field(description=USABLE_BY_DESCRIPTION)
+
+
 class SecretOut(BaseModel):
     """A secret as shown: its name and who set it when; never its value."""
 
     name: str
+    usable_by: UsableBy | None = Field(description="Who may use it; null: anyone of the tenant.")
     created_at: datetime
     updated_at: datetime
     created_by: str

@@ -19,6 +19,7 @@ from app.runs.admission import Turn
 from app.runs.agents import agent_version, parse_ref, resolve_agent
 from app.runs.channel import StreamItem
 from app.runs.conversations import history_before
+from app.runs.earlier_turns import learn_earlier_turns, repeats_earlier_turns
 from app.runs.errors import Forbidden, InvalidSubmission, NotFound, TaskAlreadyFinished
 from app.runs.manager import SubmittedTask
 from app.runs.models import MAX_CONVERSATION_FILES, Attachment, RunPolicy
@@ -76,7 +77,11 @@ async def submit_task(
             conversation_files = conversation.file_ids
         agent = await resolve_agent(connection, caller.tenant_id, ref)
     attachments = await attached_files(
-        state, caller.tenant_id, submission.file_ids or [], given=conversation_files
+        state,
+        caller.tenant_id,
+        submission.file_ids or [],
+        given=conversation_files,
+        reader=caller.subject,
     )
     return await state.runs.submit(
         caller.principal,
@@ -113,7 +118,7 @@ async def load_run(state: AppState, task: TaskRecord) -> RunStart:
     if agent is None:
         raise Unresumable(f"its agent version {task.agent_name}@{task.agent_version} is gone")
     given = [UUID(file_id) for file_id in task.file_ids or []]
-    attachments = await attached_files(state, task.tenant_id, [], given=given)
+    attachments = await attached_files(state, task.tenant_id, [], given=given, reader=task.user_id)
     policy = await policy_for(state, tenant, roles, permissions_of(roles), key)
     return RunStart(principal, submission, policy, agent, history, attachments)
 
@@ -132,11 +137,17 @@ async def turn_history(connection: AsyncConnection, task: TaskRecord) -> list[di
 
 
 async def attached_files(
-    state: AppState, tenant_id: str, file_ids: list[UUID], *, given: Sequence[UUID] = ()
+    state: AppState,
+    tenant_id: str,
+    file_ids: list[UUID],
+    *,
+    given: Sequence[UUID] = (),
+    reader: str | None = None,
 ) -> list[Attachment]:
-    """The files a request names (`file_ids`, each its tenant's: 422 naming the field
-    otherwise, as another tenant's file is as unknown as one that never existed) after those
-    it was `given` before (a conversation's: any deleted since drop out)."""
+    """The files a request names (`file_ids`, each its tenant's and readable by `reader`,
+    the run's user: 422 naming the field otherwise, as another tenant's file or another
+    member's private one is as unknown as one that never existed) after those it was `given`
+    before (a conversation's: any deleted, or made private, since drop out)."""
     wanted = list(dict.fromkeys([*given, *file_ids]))
     if not wanted:
         return []
@@ -144,7 +155,9 @@ async def attached_files(
     records = (
         {}
         if library is None
-        else {record.id: record for record in await library.get_many(tenant_id, wanted)}
+        else {
+            record.id: record for record in await library.get_many(tenant_id, wanted, reader=reader)
+        }
     )
     problems = [
         FieldError(f"file_ids.{index}", f"no file {file_id} in this tenant")
@@ -234,6 +247,9 @@ async def open_stream(
     """The task's stream as this caller may see it (with its sub-agents' events, unless
     `sub_agents` is False); the opening is audited first."""
     view = caller.view(state)
+    if not view.full_access and repeats_earlier_turns(task):
+        async with state.database.read() as connection:
+            await learn_earlier_turns(connection, view, task)
     row = chain_read(
         caller,
         action=AuditAction.CHAIN_STREAM,

@@ -20,6 +20,7 @@ from app.api.query import Moment, aware, decode_int_cursor, decode_key_cursor, e
 from app.api.tenants.schemas import (
     AuditEventOut,
     AuditPage,
+    NetworkOut,
     NetworkSettings,
     RetentionOut,
     RetentionSettings,
@@ -163,11 +164,10 @@ async def put_tools(
     summary="Where a tenant's HTTP tools and MCP servers may go past the SSRF guard",
     responses=problems(401, 403, 404, 422),
 )
-async def get_network(
-    tenant_id: str, caller: RequireToolConfigure, state: State
-) -> NetworkSettings:
+async def get_network(tenant_id: str, caller: RequireToolConfigure, state: State) -> NetworkOut:
+    """The tenant's own list and the platform's allowance for it."""
     tenant = await caller.scope(state, tenant_id)
-    return NetworkSettings(allow=tenant.record.network_allow or [])
+    return NetworkOut.of(tenant.record.network_allow)
 
 
 @router.put(
@@ -177,13 +177,18 @@ async def get_network(
 )
 async def put_network(
     tenant_id: str, body: NetworkSettings, caller: RequireToolConfigure, state: State
-) -> NetworkSettings:
-    """Hosts and CIDRs a tenant's `http_request` may call, and private or loopback addresses
-    its `web_fetch` and MCP servers may reach (every other private, loopback, link-local or
-    metadata address stays refused). Audited with the list before and after."""
+) -> NetworkOut:
+    """`allow`, the tenant's own list: host names its `http_request` may call and public
+    networks; an entry that reaches beyond the public internet (loopback, private, link-local,
+    shared, reserved, NAT64…, `0.0.0.0/0`, `::/0`) or carries a port is refused with 422
+    naming it. `platform_allow`, set by platform admins only (403 for anyone else who changes
+    it): addresses, networks and single ports (`127.0.0.1:8000`) of any range its web tools,
+    MCP servers, remote agents and webhooks may reach. Cloud metadata endpoints stay refused
+    whatever either says, and so does the service's own port unless an entry names it with
+    its address. Audited with the lists before and after."""
     tenant = await caller.scope(state, tenant_id)
-    record = await set_network(state, caller, tenant, body.allow)
-    return NetworkSettings(allow=record.network_allow or [])
+    record = await set_network(state, caller, tenant, body)
+    return NetworkOut.of(record.network_allow)
 
 
 @router.get(

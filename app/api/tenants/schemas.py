@@ -1,14 +1,15 @@
 """Tenant resources as clients see and send them."""
 
-import ipaddress
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from app.config import MAX_RETENTION_DAYS
 from app.runs.models import ToolName
 from app.storage.records import AuditRecord, TenantRecord
+from app.storage.tenants import NetworkAllow
+from app.tools.net.policy import parse_entry, platform_refusal, tenant_refusal
 
 TENANT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
 TenantId = Annotated[str, Field(pattern=TENANT_ID_PATTERN)]
@@ -65,44 +66,88 @@ class ToolSettings(BaseModel):
     enabled_tools: list[ToolName] | None = Field(max_length=256)
 
 
-def _network_entry(entry: str) -> str:
-    if "/" in entry:
-        try:
-            ipaddress.ip_network(entry, strict=False)
-        except ValueError as exc:
-            raise ValueError(f"{entry!r} is not a CIDR: {exc}") from None
-    return entry.lower()
+def _tenant_entry(text: str) -> str:
+    entry = parse_entry(text)
+    refusal = tenant_refusal(entry)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return entry.text
 
 
-NetworkEntry = Annotated[
+def _platform_entry(text: str) -> str:
+    entry = parse_entry(text)
+    refusal = platform_refusal(entry)
+    if refusal is not None:
+        raise ValueError(refusal)
+    return entry.text
+
+
+TenantNetworkEntry = Annotated[
     str,
-    AfterValidator(_network_entry),
     Field(
         min_length=1,
         max_length=255,
-        pattern=r"^(\*\.)?[A-Za-z0-9._:-]+(/[0-9]{1,3})?$",
-        description="A host name (`api.internal`), a wildcard (`*.corp.example`), an address "
-        "or a CIDR (`10.1.0.0/16`, `fd00::/8`).",
+        description="A host name (`api.example.com`), a wildcard (`*.corp.example`), or a "
+        "public address or network (`8.8.8.0/24`). No ports, and nothing that overlaps "
+        "loopback, private, link-local, shared, reserved or other special-purpose ranges "
+        "(`0.0.0.0/0`, `::/0`, `10.0.0.0/8`, `64:ff9b::/96`…).",
     ),
+    AfterValidator(_tenant_entry),
+]
+PlatformNetworkEntry = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=255,
+        description="A host name or wildcard, an address or CIDR of any range (`10.20.0.0/16`, "
+        "`127.0.0.1`, `fd00::/8`), or an address with a port (`127.0.0.1:8000`, "
+        "`[::1]:8000`): that port alone, the only way to open the service's own port. Cloud "
+        "metadata endpoints are opened by nothing.",
+    ),
+    AfterValidator(_platform_entry),
 ]
 
 
+def _once_each(entries: list[str]) -> list[str]:
+    return list(dict.fromkeys(entries))
+
+
 class NetworkSettings(BaseModel):
-    """Where a tenant's HTTP tools (`web_fetch`, `http_request`) and MCP servers may go past the
-    SSRF guard, besides the operator's `OMNIFORGE_NETWORK_ALLOW`. `http_request` reaches only
-    hosts listed here (or there); `web_fetch` reaches any public address, and these private ones."""
+    """Where a tenant's HTTP tools (`web_fetch`, `http_request`), MCP servers, remote agents
+    and webhooks may go past the SSRF guard, besides the operator's `OMNIFORGE_NETWORK_ALLOW`.
+    `allow` is the tenant's own list: host names `http_request` may call, and public networks.
+    `platform_allow` is the platform's allowance for this tenant (loopback, private ranges,
+    single ports): set by platform admins only; a tenant admin sees it and may send it back
+    unchanged. Either list left out (or `null`) stays as it is."""
 
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={"examples": [{"allow": ["api.internal.example", "10.20.0.0/16"]}]},
+        json_schema_extra={
+            "examples": [
+                {"allow": ["api.example.com", "*.corp.example"]},
+                {"allow": ["api.example.com"], "platform_allow": ["10.20.0.0/16"]},
+            ]
+        },
     )
 
-    allow: list[NetworkEntry] = Field(default_factory=list, max_length=256)
+    allow: Annotated[list[TenantNetworkEntry], AfterValidator(_once_each)] | None = Field(
+        default=None, max_length=256
+    )
+    platform_allow: Annotated[list[PlatformNetworkEntry], AfterValidator(_once_each)] | None = (
+        Field(default=None, max_length=256)
+    )
 
-    @field_validator("allow")
+
+class NetworkOut(BaseModel):
+    """A tenant's network allow-lists: its own and the platform's allowance for it."""
+
+    allow: list[str]
+    platform_allow: list[str]
+
     @classmethod
-    def _once_each(cls, entries: list[str]) -> list[str]:
-        return list(dict.fromkeys(entries))
+    def of(cls, document: Any) -> "NetworkOut":
+        lists = NetworkAllow.of(document)
+        return cls(allow=list(lists.allow), platform_allow=list(lists.platform_allow))
 
 
 class AuditEventOut(BaseModel):

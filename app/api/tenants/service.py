@@ -9,6 +9,7 @@ from app.api.auditing import record_change
 from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
 from app.api.tenants.schemas import (
+    NetworkSettings,
     RetentionOut,
     RetentionSettings,
     TenantCreate,
@@ -21,12 +22,14 @@ from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
 from app.governance.retention import RetentionDefaults, periods
 from app.governance.tenants import Tenant, quotas_columns
-from app.runs.errors import NotFound
+from app.runs.errors import Forbidden, NotFound
+from app.security.rbac import Permission
 from app.security.visibility import VisibilityPolicy
 from app.storage.records import TenantRecord
-from app.storage.tenants import TenantRepository
+from app.storage.tenants import NetworkAllow, TenantRepository
 from app.tools.approvals import ApprovalRules
 from app.tools.builtin.llm import LLM_TOOL_NAME
+from app.tools.net.policy import parse_entry, tenant_refusal
 
 
 async def check_tools(state: AppState, tools: list[str] | None, tenant: Tenant | None) -> None:
@@ -86,13 +89,57 @@ async def set_tools(
 
 
 async def set_network(
-    state: AppState, caller: Caller, tenant: Tenant, allow: list[str]
+    state: AppState, caller: Caller, tenant: Tenant, body: NetworkSettings
 ) -> TenantRecord:
-    changes = {"network_allow": allow or None}
-    record = await _change(state, caller, tenant, AuditAction.NETWORK_UPDATE, changes)
+    """Replaces the tenant's own list when the body has one; the platform allowance only
+    when a platform admin sends one (a tenant admin may send it back as it is, nothing else:
+    403)."""
+    async with state.database.transaction() as connection:
+        tenants = TenantRepository(connection)
+        current = await tenants.get(tenant.id, for_update=True)
+        if current is None:
+            raise NotFound("tenant", tenant.id)
+        stored = NetworkAllow.of(current.network_allow)
+        platform = stored.platform_allow
+        if body.platform_allow is not None and tuple(body.platform_allow) != platform:
+            if not caller.crosses_tenants:
+                raise Forbidden(
+                    "`platform_allow` opens addresses beyond the public internet and is set "
+                    "by platform admins only; a tenant admin may send it back unchanged",
+                    permission=Permission.TENANT_MANAGE,
+                )
+            platform = tuple(body.platform_allow)
+        own = _checked_own(stored) if body.allow is None else tuple(body.allow)
+        document = NetworkAllow(own, platform).document()
+        record = await tenants.update(tenant.id, at=utc_now(), network_allow=document)
+        await record_change(
+            connection,
+            caller,
+            tenant.id,
+            action=AuditAction.NETWORK_UPDATE,
+            before={"network_allow": current.network_allow},
+            after={"network_allow": document},
+        )
+    state.tenants.put(record)
     if state.toolbox.mcp is not None:  # its servers are reached under the new list at once
         state.toolbox.mcp.changed(tenant.id)
     return record
+
+
+def _checked_own(stored: NetworkAllow) -> tuple[str, ...]:
+    """The tenant's own list as it stays: of a list stored before entries were checked, the
+    entries a tenant admin may set now (the rest never applied)."""
+    if not stored.unchecked:
+        return stored.allow
+    kept: list[str] = []
+    for text in stored.allow:
+        try:
+            entry = parse_entry(text)
+        except ValueError:
+            continue
+        if tenant_refusal(entry) is None:
+            kept.append(entry.text)
+    return tuple(kept)
 
 
 async def set_approvals(

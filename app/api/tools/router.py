@@ -11,7 +11,7 @@ from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.chain import ToolType
 from app.security.rbac import Permission
-from app.tools.models import ToolDefinition
+from app.tools.models import Egress, ToolDefinition
 from app.tools.permissions import permits
 
 router = APIRouter(prefix="/api/v1/tools", tags=["tools"], route_class=CheckedRoute)
@@ -24,6 +24,13 @@ class ToolOut(BaseModel):
     parameters: dict[str, Any]
     required_roles: list[str]
     idempotent: bool = Field(description=ToolDefinition.model_fields["idempotent"].description)
+    untrusted_output: bool = Field(
+        description=ToolDefinition.model_fields["untrusted_output"].description
+    )
+    private_output: bool = Field(
+        description=ToolDefinition.model_fields["private_output"].description
+    )
+    egress: Egress = Field(description=ToolDefinition.model_fields["egress"].description)
     usable: bool
 
 
@@ -48,6 +55,9 @@ async def list_tools(caller: AnyCaller, state: State) -> ToolList:
             parameters=definition.parameters,
             required_roles=list(definition.permissions.required_roles),
             idempotent=definition.idempotent,
+            untrusted_output=definition.untrusted_output,
+            private_output=definition.private_output,
+            egress=definition.egress,
             usable=executes and permits(definition, caller.roles),
         )
         for definition in registry.list_tools()

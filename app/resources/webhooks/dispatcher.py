@@ -209,8 +209,8 @@ class WebhookDispatcher:
             "started_at": started_at,
             "duration_ms": round((time.monotonic() - started) * 1000),
             "status_code": status_code,
-            "error": None if error is None else storable(error),
-            "response": None if response is None else storable(response),
+            "error": None if error is None else storable(self._keys.mask(error)),
+            "response": None if response is None else storable(self._keys.mask(response)),
         }
         if error is None:
             status, next_at = DELIVERED, None

@@ -49,6 +49,11 @@ class WebhookKeys:
         self._keys = keys
         self._masker = masker
 
+    def mask(self, text: str) -> str:
+        """`text` without any secret value this process has opened (a receiver's answer or
+        error may echo what it was sent)."""
+        return self._masker(text)
+
     def seal(self, tenant_id: str, name: str, value: str) -> Sealed:
         self._masker.learn([value])
         return self._keys.seal(value, tenant_id=tenant_id, name=name)

@@ -11,7 +11,7 @@ import contextlib
 import json
 import logging
 import ssl
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, cast
 from uuid import uuid4
@@ -35,8 +35,16 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 from google.protobuf.struct_pb2 import Struct  # type: ignore[import-untyped]
 
 from app.chain import ErrorCode
-from app.tools.a2a.cards import BINDINGS, CardRefused, card_location, parse_card
-from app.tools.a2a.extension import EXTENSION_URI, FamilyUsage
+from app.tools.a2a.cards import (
+    BINDINGS,
+    CardRefused,
+    Origin,
+    at_origin,
+    card_location,
+    origin_of,
+    parse_card,
+)
+from app.tools.a2a.extension import EXTENSION_URI, FamilyUsage, hop_metadata
 from app.tools.a2a.transport import GuardedTransport
 from app.tools.errors import ToolError, ToolTimeoutError
 from app.tools.net import Resolver, SsrfGuard, WebClient, system_resolver
@@ -115,8 +123,9 @@ class A2AConnector:
         self, url: str, *, network: NetworkPolicy, headers: Mapping[str, str]
     ) -> AgentCard:
         """The agent card at `url` (or, for an agent's bare address, its well-known card),
-        checked by `parse_card`: `CardRefused` when it cannot be used, `DestinationRefused`
-        when the guard refuses its address, `ToolError` when it cannot be fetched."""
+        checked by `parse_card` (with an interface at `url`'s origin, where the agent will
+        be called): `CardRefused` when it cannot be used, `DestinationRefused` when the guard
+        refuses its address, `ToolError` when it cannot be fetched."""
         location = card_location(url)
         async with WebClient(
             SsrfGuard(network, self._resolver),
@@ -137,7 +146,7 @@ class A2AConnector:
             document = json.loads(fetched.body)
         except ValueError as exc:
             raise CardRefused(f"its agent card is not JSON: {exc}") from None
-        return parse_card(document)
+        return parse_card(document, origin=origin_of(location))
 
     async def call(
         self,
@@ -145,16 +154,24 @@ class A2AConnector:
         text: str,
         *,
         agent: str,
+        origin: Origin,
         network: NetworkPolicy,
         headers: Mapping[str, str],
+        trail: Sequence[str] = (),
         on_update: UpdateSink | None = None,
     ) -> RemoteAnswer:
         """Sends `text` to the agent of `card` (named `agent` in messages) and follows its
-        task to its end, each update handed to `on_update`. A task that did not complete
-        raises `ToolError` with the remote's words; one that asks for input or credentials is
-        cancelled (we cannot give them). Cancelling the call cancels the remote task."""
+        task to its end, each update handed to `on_update`. Only `origin`, the one the agent
+        was registered at, is called: the card's interfaces elsewhere are ignored (none left:
+        `destination_refused`), and any request to another origin is refused before it is
+        sent. `trail` names the tasks the call comes from (`hop_metadata`). A task that did
+        not complete raises `ToolError` with the remote's words; one that asks for input or
+        credentials is cancelled (we cannot give them). Cancelling the call cancels the
+        remote task."""
+        card = at_origin(card, origin)
+        guard = SsrfGuard(network, self._resolver)
         http = httpx.AsyncClient(
-            transport=GuardedTransport(SsrfGuard(network, self._resolver), await self._ssl()),
+            transport=GuardedTransport(guard, await self._ssl(), origin=origin),
             headers={**headers, HTTP_EXTENSION_HEADER: EXTENSION_URI, "User-Agent": USER_AGENT},
             timeout=httpx.Timeout(self._timeout_s, read=self._call_timeout_s),
             follow_redirects=False,
@@ -170,7 +187,7 @@ class A2AConnector:
                 raise ToolError(f"the remote agent {agent!r} cannot be called: {exc}") from None
             task = _Task(agent)
             try:
-                await task.follow(client, text, on_update)
+                await task.follow(client, text, trail, on_update)
             except asyncio.CancelledError:
                 if task.id is not None and task.state not in TERMINAL:
                     await _cancel(client, task.id, agent)
@@ -199,10 +216,13 @@ class _Task:
     artifacts: dict[str, str] = field(default_factory=dict)
     usage: FamilyUsage | None = None
 
-    async def follow(self, client: Client, text: str, on_update: UpdateSink | None) -> None:
-        request = SendMessageRequest(
-            message=Message(role=Role.ROLE_USER, message_id=str(uuid4()), parts=[Part(text=text)])
-        )
+    async def follow(
+        self, client: Client, text: str, trail: Sequence[str], on_update: UpdateSink | None
+    ) -> None:
+        message = Message(role=Role.ROLE_USER, message_id=str(uuid4()), parts=[Part(text=text)])
+        if trail:
+            message.metadata.update(hop_metadata(trail))
+        request = SendMessageRequest(message=message)
         responses = cast(AsyncGenerator[StreamResponse, None], client.send_message(request))
         try:
             async with contextlib.aclosing(responses):
@@ -223,7 +243,8 @@ class _Task:
             ) from None
         except A2AError as exc:
             raise ToolError(
-                f"the remote agent {self.agent!r} refused the message: {exc.message}"
+                f"the remote agent {self.agent!r} refused the message: {exc.message}",
+                error_code=_loop_code(exc.data),
             ) from None
 
     def answer(self) -> RemoteAnswer:
@@ -287,6 +308,17 @@ class _Task:
         usage = FamilyUsage.of(MessageToDict(metadata)) if metadata.fields else None
         if usage is not None:
             self.usage = usage
+
+
+# What a server speaking our extension says of a message that loops back into it.
+_LOOP_CODES = {code.value: code for code in (ErrorCode.AGENT_CYCLE, ErrorCode.AGENT_DEPTH_EXCEEDED)}
+
+
+def _loop_code(data: object) -> ErrorCode | None:
+    """`agent_cycle` or `agent_depth_exceeded` where a refusal's data names it; None for
+    anything else (a remote's word is taken for these two alone)."""
+    code = data.get("error_code") if isinstance(data, dict) else None
+    return _LOOP_CODES.get(code) if isinstance(code, str) else None
 
 
 def _state(state: int) -> RemoteState:

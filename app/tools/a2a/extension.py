@@ -11,8 +11,14 @@ where a client lost it. This extension adds both without changing any A2A messag
   the task's gap-free event number. A client that lost the stream calls `SubscribeToTask`
   with the HTTP header `Last-Event-ID: <event_id>` and gets exactly the events after it (no
   gap, no duplicate), then the live ones.
+- **Hop trail.** A message an agent sends to a remote agent carries, under
+  `metadata[EXTENSION_URI]["trail"]`, the ids of the tasks it comes from (the calling task
+  first, then the tasks that called it, across services). A server that finds its own tasks
+  on the trail knows the message comes back to it: it refuses an agent already working on
+  the trail (a cycle) and counts the trail's depth against its depth limit.
 """
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -60,3 +66,26 @@ class FamilyUsage(BaseModel):
             return cls.model_validate(entry)
         except ValidationError:
             return None
+
+
+MAX_TRAIL = 64
+"""At most this many task ids are sent on, or read from, a trail."""
+
+
+def hop_metadata(trail: Sequence[str]) -> dict[str, Any]:
+    """The extension's entry of a sent message's `metadata`: the trail it comes from."""
+    return {EXTENSION_URI: {"trail": list(trail[:MAX_TRAIL])}}
+
+
+def trail_of(metadata: Any) -> list[str]:
+    """The trail a received message's (JSON-like) `metadata` carries; [] when none (or a
+    malformed one: a remote's word is not trusted to be well formed)."""
+    entry = metadata.get(EXTENSION_URI) if isinstance(metadata, dict) else None
+    return checked_trail(entry.get("trail") if isinstance(entry, dict) else None)
+
+
+def checked_trail(value: Any) -> list[str]:
+    """`value` as a trail: its first `MAX_TRAIL` short strings; [] for anything else."""
+    if not isinstance(value, list):
+        return []
+    return [item for item in value[:MAX_TRAIL] if isinstance(item, str) and len(item) <= 64]

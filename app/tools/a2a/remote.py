@@ -12,17 +12,19 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from a2a.types import AgentCard
 
 from app.chain import ToolType
+from app.tools.a2a.cards import Origin
 from app.tools.a2a.client import A2AConnector, RemoteAnswer
 from app.tools.base import BaseTool
 from app.tools.errors import ToolError
 from app.tools.mcp.discovery import tool_name
-from app.tools.models import ChildRun, ToolCallContext, ToolDefinition, ToolOutput
-from app.tools.services import NO_SERVICES, ToolServices, resolve_headers
+from app.tools.models import ChildRun, Egress, ToolCallContext, ToolDefinition, ToolOutput
+from app.tools.services import NO_SERVICES, SecretUse, ToolServices, resolve_headers
 
 CALL_TIMEOUT_S = 600.0
 """How long one call may take: a remote agent's task may run long."""
@@ -78,8 +80,9 @@ def skills_of(agent: str, card: AgentCard) -> tuple[list[RemoteSkill], list[tupl
 
 class RemoteAgentTool(BaseTool):
     """One skill of the remote agent named `agent` (its `card` as stored), reached through
-    `connector` with `headers` (text, or `{"secret": NAME}` resolved from the run's secrets
-    at each call) and the run's network policy."""
+    `connector` at `origin` alone (its card URL's, whatever the card names) with `headers`
+    (text, or `{"secret": NAME}` resolved from the run's secrets at each call) and the run's
+    network policy."""
 
     def __init__(
         self,
@@ -87,6 +90,7 @@ class RemoteAgentTool(BaseTool):
         *,
         agent: str,
         card: AgentCard,
+        origin: Origin,
         skill: RemoteSkill,
         headers: Mapping[str, Any],
         timeout_s: float = CALL_TIMEOUT_S,
@@ -94,6 +98,7 @@ class RemoteAgentTool(BaseTool):
         self._connector = connector
         self._agent = agent
         self._card = card
+        self._origin = origin
         self._headers = dict(headers)
         self.skill_id = skill.skill_id
         self._definition = ToolDefinition(
@@ -105,6 +110,11 @@ class RemoteAgentTool(BaseTool):
             timeout_s=timeout_s,
             # A remote task has effects we cannot see: never sent twice.
             idempotent=False,
+            # Another service's agent answers; what it is told is out of our hands. What a
+            # tenant secret opens is not public.
+            untrusted_output=True,
+            private_output=any(isinstance(value, Mapping) for value in headers.values()),
+            egress=Egress.ANY,
         )
 
     @property
@@ -113,15 +123,19 @@ class RemoteAgentTool(BaseTool):
 
     async def execute(self, arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
         services = context.services or NO_SERVICES
-        lookup = None if services.secrets is None else services.secrets.resolve
+        use = SecretUse.in_call(context, "remote_agent", self._agent)
+        lookup = None if services.secrets is None else partial(services.secrets.resolve, use=use)
         headers = await resolve_headers(self._headers, lookup)
         message = str(arguments["message"])
+        # The remote learns which task calls it: a message that comes back to this service
+        # is then found to be one of its own tasks' (a cycle, or one hop too deep).
+        hops = [context.task_id]
         if services.trails is None:  # no store behind the run: its updates as progress
-            answer = await self._call(message, services, headers, context.progress)
+            answer = await self._call(message, services, headers, hops, context.progress)
             return _output(answer, None)
         async with services.trails.open(context, self._agent, message) as trail:
             try:
-                answer = await self._call(message, services, headers, trail.note)
+                answer = await self._call(message, services, headers, hops, trail.note)
             except ToolError as exc:  # its failed result names the task that recorded it
                 exc.child = exc.child or trail.child
                 raise
@@ -133,14 +147,17 @@ class RemoteAgentTool(BaseTool):
         message: str,
         services: ToolServices,
         headers: dict[str, str],
+        hops: list[str],
         note: Callable[[str], None],
     ) -> RemoteAnswer:
         return await self._connector.call(
             self._card,
             message,
             agent=self._agent,
+            origin=self._origin,
             network=services.network,
             headers=headers,
+            trail=hops,
             on_update=lambda update: note(update.describe()),
         )
 

@@ -1,6 +1,9 @@
 """The file tools: `list_files`, `read_file` and `search_files`, over the run's tenant's files
-(`ToolServices.files`). A file that is not the tenant's, another tenant's included, is
-`not_found`, whatever its id."""
+that its user may read (`ToolServices.files`). A file that is not among them, another
+tenant's or another member's private one included, is `not_found`, whatever its id.
+
+What they read is the tenant's, not public (`private_output`); what another member uploaded
+is also untrusted (its result's `untrusted` label): see `app.tools.dataflow`."""
 
 import asyncio
 import io
@@ -10,7 +13,9 @@ from typing import Any
 from PIL import Image
 
 from app.chain import ErrorCode, ToolType
+from app.chain.models import DataLabel
 from app.tools.base import BaseTool
+from app.tools.dataflow import UNTRUSTED
 from app.tools.errors import FieldError, InvalidToolArguments, ToolError
 from app.tools.models import (
     MAX_MODEL_IMAGE_BYTES,
@@ -23,6 +28,9 @@ from app.tools.models import (
     ToolVisibilityConfig,
 )
 from app.tools.services import FileAccess, FileInfo, require
+
+# What someone else wrote, for the run's data flow.
+_THEIRS: frozenset[DataLabel] = frozenset({UNTRUSTED})
 
 LIST_FILES = "list_files"
 READ_FILE = "read_file"
@@ -108,23 +116,28 @@ class ListFilesTool(BaseTool):
         listed: list[dict[str, Any]] = []
         unavailable: list[str] = []
         seen: set[str] = set()
+        theirs = False
         for file_id in files.attached():
             if file_id in seen:
                 continue
             seen.add(file_id)
             try:
-                listed.append(_describe(await files.info(file_id), attached=True))
+                info = await files.info(file_id)
+                theirs = theirs or info.theirs
+                listed.append(_describe(info, attached=True))
             except ToolError as exc:  # deleted since it was given: said, not fatal
                 if exc.error_code is not ErrorCode.NOT_FOUND:
                     raise
                 unavailable.append(file_id)
         for info in await files.list_files(limit=int(arguments.get("limit", 20))):
             if info.id not in seen:
+                theirs = theirs or info.theirs
                 listed.append(_describe(info, attached=False))
         value: dict[str, Any] = {"count": len(listed), "files": listed}
         if unavailable:
             value["unavailable_attached"] = unavailable
-        return ToolOutput(value=value)
+        # Names are text their uploaders chose.
+        return ToolOutput(value=value, labels=_THEIRS if theirs else frozenset())
 
 
 class ReadFileTool(BaseTool):
@@ -169,6 +182,7 @@ class ReadFileTool(BaseTool):
             timeout_s=30,
             retry=NO_RETRY,
             idempotent=True,
+            private_output=True,
             visibility=ToolVisibilityConfig(summary_template="Read {name}"),
         )
 
@@ -180,16 +194,20 @@ class ReadFileTool(BaseTool):
         files = _files(context)
         file_id: str = arguments["file_id"]
         info = await files.info(file_id)
+        labels = _THEIRS if info.theirs else frozenset()
         if info.media_type.startswith("image/"):
             data = await files.content(file_id)
             value, image = await asyncio.to_thread(image_for_model, data, info.media_type)
             return ToolOutput(
-                value={**_describe(info), **value}, images=() if image is None else (image,)
+                value={**_describe(info), **value},
+                images=() if image is None else (image,),
+                labels=labels,
             )
         text = await files.text(file_id)
         if text is None:
             return ToolOutput(
-                value={**_describe(info), "note": "a binary file: it has no text to read"}
+                value={**_describe(info), "note": "a binary file: it has no text to read"},
+                labels=labels,
             )
         value = _describe(info)
         if info.media_type == PDF:
@@ -205,7 +223,7 @@ class ReadFileTool(BaseTool):
             total_chars=len(text),
             next_start=end if end < len(text) else None,
         )
-        return ToolOutput(value=value)
+        return ToolOutput(value=value, labels=labels)
 
 
 def _pages(text: str, wanted: str | None) -> tuple[str, str]:
@@ -281,6 +299,7 @@ class SearchFilesTool(BaseTool):
             timeout_s=15,
             retry=NO_RETRY,
             idempotent=True,
+            private_output=True,
             visibility=ToolVisibilityConfig(summary_template="Found {count} files"),
         )
 
@@ -292,7 +311,9 @@ class SearchFilesTool(BaseTool):
         files = _files(context)
         attached = set(files.attached())
         matches = await files.search(arguments["query"], limit=int(arguments.get("limit", 5)))
+        theirs = any(match.file.theirs for match in matches)
         return ToolOutput(
+            labels=_THEIRS if theirs else frozenset(),
             value={
                 "query": arguments["query"],
                 "count": len(matches),
@@ -307,7 +328,7 @@ class SearchFilesTool(BaseTool):
                     }
                     for match in matches
                 ],
-            }
+            },
         )
 
 

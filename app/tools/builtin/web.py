@@ -7,15 +7,18 @@ import json
 import ssl
 from abc import abstractmethod
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import httpx
 
 from app.chain import ToolType
 from app.tools.base import BaseTool
+from app.tools.dataflow import PRIVATE
 from app.tools.errors import ErrorClass, FieldError, InvalidToolArguments, ToolTimeoutError
 from app.tools.models import (
     NO_RETRY,
+    Egress,
     RetryPolicy,
     ToolCallContext,
     ToolDefinition,
@@ -34,7 +37,7 @@ from app.tools.net import (
     readable,
     system_resolver,
 )
-from app.tools.services import NetworkPolicy, resolve_headers
+from app.tools.services import NetworkPolicy, SecretUse, resolve_headers
 
 WEB_FETCH = "web_fetch"
 HTTP_REQUEST = "http_request"
@@ -197,6 +200,9 @@ def _web_fetch_definition(timeout_s: float) -> ToolDefinition:
         retry=RetryPolicy(max_attempts=2, retry_on=frozenset({ErrorClass.TRANSIENT})),
         idempotent=True,
         max_result_chars=_RESULT_CHARS,
+        # Anyone may have written the page; its URL may carry whatever the run put in it.
+        untrusted_output=True,
+        egress=Egress.URL,
         visibility=ToolVisibilityConfig(summary_template="Fetched {final_url} ({status})"),
     )
 
@@ -296,6 +302,8 @@ def _http_request_definition(timeout_s: float) -> ToolDefinition:
         # cannot tell which ones do.
         idempotent=False,
         max_result_chars=_RESULT_CHARS,
+        untrusted_output=True,
+        egress=Egress.URL,
         visibility=ToolVisibilityConfig(summary_template="HTTP {status} from {final_url}"),
     )
 
@@ -335,14 +343,33 @@ class HttpRequestTool(_WebTool):
                 "body": body,
                 "truncated": truncated,
                 "final_url": fetched.final_url,
-            }
+            },
+            # What a tenant secret opened is not public.
+            labels=frozenset({PRIVATE})
+            if any(isinstance(v, Mapping) for v in given.values())
+            else frozenset(),
         )
 
 
 async def _resolved_headers(given: Mapping[str, Any], context: ToolCallContext) -> dict[str, str]:
-    """The headers with each `{"secret": NAME, "prefix": …}` replaced by prefix + value."""
+    """The headers with each `{"secret": NAME, "prefix": …}` replaced by prefix + value, as
+    the secret's `usable_by` lets this call use it. A value outside ASCII (the client would
+    fail naming a character of it and its place) is refused by a field error that shows none
+    of it; line breaks are `_check_header_values`' to refuse."""
     secrets = context.services.secrets if context.services else None
-    return await resolve_headers(given, None if secrets is None else secrets.resolve)
+    lookup = None
+    if secrets is not None:
+        lookup = partial(secrets.resolve, use=SecretUse.in_call(context, "tool", HTTP_REQUEST))
+    headers = await resolve_headers(given, lookup, check=False)
+    if wide := [name for name, value in headers.items() if not value.isascii()]:
+        raise InvalidToolArguments(
+            HTTP_REQUEST,
+            [
+                FieldError(f"headers.{name}", "has characters a header cannot carry")
+                for name in wide
+            ],
+        )
+    return headers
 
 
 def _check_header_values(headers: Mapping[str, str]) -> None:

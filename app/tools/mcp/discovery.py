@@ -8,8 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from app.tools.schemas import SchemaRefused, applied_validator
 
 SEPARATOR = "__"
 MAX_NAME_CHARS = 64
@@ -22,12 +21,13 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 class McpToolSpec:
     """One tool a server offers: `remote` is the server's name for it, `parameters` its input
     JSON Schema (an object schema), `idempotent` whether its annotations say a call may be
-    made again."""
+    made again, `egress` whether a call may carry data out (`_egress`)."""
 
     remote: str
     description: str
     parameters: dict[str, Any]
     idempotent: bool = False
+    egress: bool = True
 
     def document(self) -> dict[str, Any]:
         return {
@@ -35,16 +35,19 @@ class McpToolSpec:
             "description": self.description,
             "parameters": self.parameters,
             "idempotent": self.idempotent,
+            "egress": self.egress,
         }
 
     @classmethod
     def of(cls, document: dict[str, Any]) -> "McpToolSpec":
-        # Documents stored before servers' annotations were read hold no `idempotent`.
+        # Documents stored before servers' annotations were read hold no `idempotent` (nor,
+        # before their egress was, `egress`: such a tool may carry data out).
         return cls(
             document["remote"],
             document["description"],
             document["parameters"],
             document.get("idempotent") is True,
+            document.get("egress") is not False,
         )
 
 
@@ -83,7 +86,9 @@ def discover(server: str, listed: Iterable[Mapping[str, Any]]) -> Discovery:
         assert isinstance(schema, dict)
         description = _text(tool.get("description")) or _text(tool.get("title"))
         description = description or f"{name} (MCP server {server})"
-        spec = McpToolSpec(name, description[:MAX_DESCRIPTION_CHARS], schema, _idempotent(tool))
+        spec = McpToolSpec(
+            name, description[:MAX_DESCRIPTION_CHARS], schema, _idempotent(tool), _egress(tool)
+        )
         tools.append(spec)
     return Discovery(tools, skipped)
 
@@ -96,6 +101,19 @@ def _idempotent(tool: Mapping[str, Any]) -> bool:
     if not isinstance(annotations, Mapping):
         return False
     return annotations.get("idempotentHint") is True or annotations.get("readOnlyHint") is True
+
+
+def _egress(tool: Mapping[str, Any]) -> bool:
+    """Whether a call may carry data out of the service: unless its annotations say that it
+    changes nothing (`readOnlyHint`) *and* that it deals with no open world of outside
+    entities (`openWorldHint: false`; MCP's default is true). A read-only tool of the open
+    world still sends its arguments there (a search query, say)."""
+    annotations = tool.get("annotations")
+    if not isinstance(annotations, Mapping):
+        return True
+    return not (
+        annotations.get("readOnlyHint") is True and annotations.get("openWorldHint") is False
+    )
 
 
 def _text(value: Any) -> str | None:
@@ -144,9 +162,7 @@ def schema_problem(schema: Any) -> str | None:
     if schema.get("type") != "object":
         return "its inputSchema is not of type 'object'"
     try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        where = "/".join(str(part) for part in exc.path)
-        at = f" at {where}" if where else ""
-        return f"its inputSchema is not a valid JSON Schema{at}: {exc.message}"
+        applied_validator(schema)
+    except SchemaRefused as exc:
+        return f"its inputSchema is {exc}"
     return None

@@ -25,6 +25,59 @@ _SHARED = ipaddress.IPv4Network("100.64.0.0/10")
 _UNIQUE_LOCAL = ipaddress.IPv6Network("fc00::/7")
 _IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
 _NAT64 = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("64:ff9b:1::/48"))
+_TEREDO = ipaddress.IPv6Network("2001::/32")
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def _ranges(*pairs: tuple[str, str]) -> tuple[tuple[Network, str], ...]:
+    return tuple((ipaddress.ip_network(cidr), what) for cidr, what in pairs)
+
+
+# Every range that is not the public internet (IANA's special-purpose registries, and the
+# IPv6 ranges that carry IPv4 addresses), for judging allow-list entries: a network that
+# overlaps one of them opens more than public addresses.
+NON_PUBLIC: tuple[tuple[Network, str], ...] = _ranges(
+    ("0.0.0.0/8", "'this network', with the unspecified address"),
+    ("10.0.0.0/8", "private"),
+    ("100.64.0.0/10", "shared (carrier-grade NAT), with a cloud metadata endpoint"),
+    ("127.0.0.0/8", "loopback"),
+    ("169.254.0.0/16", "link-local, with the cloud metadata endpoints"),
+    ("172.16.0.0/12", "private"),
+    ("192.0.0.0/24", "IETF protocol assignments"),
+    ("192.0.2.0/24", "documentation"),
+    ("192.88.99.0/24", "6to4 relay anycast"),
+    ("192.168.0.0/16", "private"),
+    ("198.18.0.0/15", "benchmarking"),
+    ("198.51.100.0/24", "documentation"),
+    ("203.0.113.0/24", "documentation"),
+    ("224.0.0.0/4", "multicast"),
+    ("240.0.0.0/4", "reserved, with the broadcast address"),
+    ("::/96", "IPv4-compatible, with the unspecified and loopback addresses"),
+    ("::ffff:0:0/96", "IPv4-mapped"),
+    ("64:ff9b::/96", "NAT64"),
+    ("64:ff9b:1::/48", "local-use NAT64"),
+    ("100::/64", "discard-only"),
+    ("2001::/23", "IETF protocol assignments, with Teredo"),
+    ("2001:db8::/32", "documentation"),
+    ("2002::/16", "6to4"),
+    ("3fff::/20", "documentation"),
+    ("5f00::/16", "segment routing"),
+    ("fc00::/7", "unique-local (private), with a cloud metadata endpoint"),
+    ("fe80::/10", "link-local"),
+    ("fec0::/10", "site-local"),
+    ("ff00::/8", "multicast"),
+)
+
+
+def non_public_overlap(network: Network) -> str | None:
+    """What of `network` is not the public internet ("127.0.0.0/8 (loopback)"), or None for a
+    network of public addresses only."""
+    for special, what in NON_PUBLIC:
+        if special.version == network.version and special.overlaps(network):
+            return f"{special} ({what})"
+    return None
+
+
 _HEX_DIGITS = frozenset("0123456789abcdef")
 _OCTAL_DIGITS = frozenset("01234567")
 _DECIMAL_DIGITS = frozenset("0123456789")
@@ -98,6 +151,16 @@ def refusal_reason(address: IPAddress) -> str | None:
     for form, embedded in _embedded_ipv4(address):
         if (inner := _ipv4_reason(embedded)) is not None:
             return f"the {form} form of {embedded}, {inner}"
+    return own_reason(address)
+
+
+def own_reason(address: IPAddress) -> str | None:
+    """Why `address` is refused for the range it is in, leaving aside the IPv4 addresses an
+    IPv6 form carries (`carried_ipv4`), which are judged on their own."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return _ipv4_reason(address)
+    if address in METADATA_ADDRESSES:
+        return "a cloud metadata endpoint"
     if any(address in network for network in _NAT64):
         return None  # a NAT64 gateway's way to the public IPv4 address it carries
     return _ipv6_reason(address)
@@ -149,9 +212,24 @@ def _ipv6_reason(address: ipaddress.IPv6Address) -> str | None:
     return None
 
 
+def carried_ipv4(address: IPAddress) -> tuple[ipaddress.IPv4Address, ...]:
+    """The IPv4 addresses an IPv6 address carries (IPv4-mapped, IPv4-compatible, 6to4, NAT64,
+    Teredo's server and client); none for an IPv4 address or a plain IPv6 one. A connection
+    to such an address may end at the IPv4 address, so the guard judges it by them."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return ()
+    return tuple(dict.fromkeys(embedded for _, embedded in _embedded_ipv4(address)))
+
+
+def is_metadata(address: IPAddress) -> bool:
+    """Whether `address` is a cloud metadata endpoint, or an IPv6 form carrying one."""
+    return address in METADATA_ADDRESSES or any(
+        carried in METADATA_ADDRESSES for carried in carried_ipv4(address)
+    )
+
+
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> Iterator[tuple[str, ipaddress.IPv4Address]]:
-    """The IPv4 addresses an IPv6 address carries, by the form that carries them (Teredo's
-    whole prefix is refused as special-purpose)."""
+    """The IPv4 addresses an IPv6 address carries, by the form that carries them."""
     if address.ipv4_mapped is not None:
         yield "IPv4-mapped", address.ipv4_mapped
     packed = address.packed
@@ -161,3 +239,7 @@ def _embedded_ipv4(address: ipaddress.IPv6Address) -> Iterator[tuple[str, ipaddr
         yield "6to4", address.sixtofour
     if any(address in network for network in _NAT64):
         yield "NAT64", ipaddress.IPv4Address(packed[12:])
+    if address in _TEREDO and address.teredo is not None:
+        server, client = address.teredo
+        yield "Teredo", client
+        yield "Teredo server", server

@@ -12,13 +12,14 @@ import httpx
 from app.chain import ErrorCode
 from app.tools.errors import ErrorClass, ToolError
 from app.tools.net.addresses import (
-    METADATA_ADDRESSES,
     IPAddress,
+    carried_ipv4,
     dialled,
+    is_metadata,
     parse_ip_literal,
     refusal_reason,
 )
-from app.tools.services import NetworkPolicy
+from app.tools.net.policy import NetworkPolicy
 
 # A host name and port to the addresses it resolves to; the system's `getaddrinfo` by default.
 Resolver = Callable[[str, int], Awaitable[Sequence[IPAddress]]]
@@ -28,6 +29,11 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _ALLOW_HINT = (
     "to let tools reach it, add {what} to the tenant's network allow-list "
     "(PUT /api/v1/tenants/{{tenant_id}}/network) or to the operator's OMNIFORGE_NETWORK_ALLOW"
+)
+_PLATFORM_HINT = (
+    "to let tools reach it, add {what} to the tenant's network allow-list that platform "
+    "admins keep (`platform_allow`, PUT /api/v1/tenants/{{tenant_id}}/network) or to the "
+    "operator's OMNIFORGE_NETWORK_ALLOW"
 )
 
 
@@ -98,9 +104,12 @@ class SsrfGuard:
 
     Refused: loopback, private, link-local, multicast, reserved, unspecified and shared
     addresses, IPv6 unique-local and site-local ones, and any IPv6 form carrying a refused IPv4
-    address (mapped, compatible, 6to4, NAT64), however the host spells them. A CIDR of
-    `policy` lets such an address through, except a cloud metadata endpoint, which nothing
-    opens. A name that resolves to several addresses is refused if any one is.
+    address (mapped, compatible, 6to4, NAT64, Teredo), however the host spells them. An entry
+    of `policy` lets such an address through (an IPv6 form only where what it carries is let
+    through too), except a cloud metadata endpoint, which nothing opens. The service's own
+    listening ports on the machine's own addresses are refused whatever networks are listed:
+    only an entry naming that address and port opens one. A name that resolves to several
+    addresses is refused if any one is.
     """
 
     def __init__(self, policy: NetworkPolicy, resolver: Resolver = system_resolver) -> None:
@@ -120,8 +129,10 @@ class SsrfGuard:
         addresses: list[IPAddress] = []
         for address in map(dialled, found):
             reason = refusal_reason(address)
-            if reason is not None and not self._opens(address):
+            if reason is not None and not self.policy.opens(address, port):
                 raise DestinationRefused(_refusal(_shown(url, via), host, address, reason))
+            if self.policy.reaches_service(address, port):
+                raise DestinationRefused(_own_port(_shown(url, via), host, address, port))
             if address not in addresses:
                 addresses.append(address)
         return Destination(url, host, port, tuple(addresses))
@@ -134,7 +145,8 @@ class SsrfGuard:
         policy = self.policy
         if policy.allows_host(destination.host):
             return
-        if all(policy.allows_address(address) for address in destination.addresses):
+        port = destination.port
+        if all(policy.allows_address(address, port) for address in destination.addresses):
             return
         hint = _ALLOW_HINT.format(what=f"'{destination.host}'")
         shown = _shown(destination.url, via)
@@ -143,17 +155,26 @@ class SsrfGuard:
             f"{destination.host} is not on its network allow-list; {hint}"
         )
 
-    def _opens(self, address: IPAddress) -> bool:
-        return address not in METADATA_ADDRESSES and self.policy.allows_address(address)
-
 
 def _refusal(shown: str, host: str, address: IPAddress, reason: str) -> str:
     subject = f"{address} is" if host == str(address) else f"{host} is {address},"
-    if address in METADATA_ADDRESSES:
+    if is_metadata(address):
         advice = "no allow-list opens it"
     else:
-        advice = _ALLOW_HINT.format(what=f"{address} (or a network containing it)")
+        # An IPv6 form is opened by what it carries: name that.
+        refused = [inner for inner in carried_ipv4(address) if refusal_reason(inner)]
+        what = refused[0] if refused else address
+        advice = _PLATFORM_HINT.format(what=f"{what} (or a network containing it)")
     return f"refused {shown}: {subject} {reason}; {advice}"
+
+
+def _own_port(shown: str, host: str, address: IPAddress, port: int) -> str:
+    subject = f"{address}" if host == str(address) else f"{host} ({address})"
+    exact = f"[{address}]:{port}" if address.version == 6 else f"{address}:{port}"
+    return (
+        f"refused {shown}: port {port} of {subject} is this service's own listener; only a "
+        f"platform allowance naming exactly {exact} opens it"
+    )
 
 
 def _shown(url: httpx.URL, via: httpx.URL | None = None) -> str:

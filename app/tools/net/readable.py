@@ -1,16 +1,14 @@
 """A fetched body as text a model can read: HTML as Markdown (scripts, styles, navigation and
 the like removed, the title kept), PDF as its text, JSON and other text as they are."""
 
-import io
 import re
 from dataclasses import dataclass
 from typing import Literal
 
 from bs4 import BeautifulSoup
 from markdownify import ATX, MarkdownConverter
-from pypdf import PdfReader
-from pypdf.errors import PyPdfError
 
+from app.tools import documents
 from app.tools.errors import ToolError
 
 Kind = Literal["html", "pdf", "text", "binary"]
@@ -128,29 +126,20 @@ def _markdown(html: str) -> tuple[str | None, str]:
 
 
 def _pdf(body: bytes, chars: int, truncated: bool) -> Readable:
-    pages: list[str] = []
+    """Read in another process, within the document limits."""
     try:
-        reader = PdfReader(io.BytesIO(body))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise ToolError("the PDF is encrypted with a password; its text cannot be read")
-        metadata = reader.metadata
-        title = metadata.title if metadata is not None else None
-        size = 0
-        for page in reader.pages:
-            text = (page.extract_text() or "").strip()
-            pages.append(text)
-            size += len(text) + 2
-            if size > chars:
-                break
-    except ToolError:
-        raise
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        read = documents.current().read_pdf(body, stop_chars=chars)
+    except documents.DocumentRefused as exc:
+        raise ToolError(f"the PDF is not read: {exc.detail}") from None
+    problem = read.unreadable or (read.failures[0] if read.failures else None)
+    if problem is not None:
         if truncated:
-            raise ToolError(
-                "the PDF is larger than the download limit and cannot be read in part"
-            ) from None
-        raise ToolError(f"could not read the PDF: {type(exc).__name__}: {exc}") from None
-    return Readable("pdf", str(title) if title else None, "\n\n".join(pages).strip())
+            raise ToolError("the PDF is larger than the download limit and cannot be read in part")
+        raise ToolError(f"could not read the PDF: {problem}")
+    if read.encrypted:
+        raise ToolError("the PDF is encrypted with a password; its text cannot be read")
+    pages = [text.strip() for text in read.texts]
+    return Readable("pdf", read.title or None, "\n\n".join(pages).strip())
 
 
 def decode_text(body: bytes, charset: str | None) -> str:

@@ -143,12 +143,24 @@ class ConversationBusy(Conflict):
         return None if value is None else str(value)
 
 
+class ScheduleUnresumable(APIError):
+    """The schedule's cron has no firing in sight (it was paused for that): change it first."""
+
+
 class PayloadTooLarge(APIError):
     pass
 
 
+class DocumentTooLarge(PayloadTooLarge):
+    """An uploaded document has more pages, or needs more memory, than may be read."""
+
+
 class ValidationFailed(APIError):
     """Invalid input; `errors` name each offending field."""
+
+
+class DocumentRefused(ValidationFailed):
+    """An uploaded document took longer to read than its limits allow (CPU or wall time)."""
 
 
 class IdempotencyKeyReused(ValidationFailed):
@@ -211,6 +223,9 @@ _BY_SLUG: dict[str, type[APIError]] = {
     "conversation-busy": ConversationBusy,
     "approval-decided": ApprovalDecided,
     "payload-too-large": PayloadTooLarge,
+    "document-too-large": DocumentTooLarge,
+    "document-refused": DocumentRefused,
+    "schedule-unresumable": ScheduleUnresumable,
     "validation-error": ValidationFailed,
     "model-not-approved": ModelNotApproved,
     "rate-limited": RateLimited,

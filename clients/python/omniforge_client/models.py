@@ -245,6 +245,8 @@ class ToolResultInfo(ApiModel):
     child_task_id: UUID | None = None
     child_chain_id: UUID | None = None
     llm_calls: int | None = None
+    # What the result brought into its run: "untrusted" content, "private" data.
+    labels: list[str] = Field(default_factory=list)
 
 
 class SynthesisInfo(ApiModel):
@@ -450,6 +452,12 @@ class Tool(ApiModel):
     parameters: dict[str, Any]
     required_roles: list[str]
     idempotent: bool
+    # Its results may carry text nobody in the tenant wrote (instructions not to obey).
+    untrusted_output: bool
+    # Its results hold data that is not public.
+    private_output: bool
+    # Whether a call can send data out: "none", "url" (where its URL argument points) or "any".
+    egress: str
     usable: bool
 
 

@@ -48,7 +48,7 @@ async def _call(
     services = (
         None
         if library is None
-        else ToolServices(files=library.access(tenant, [str(f.id) for f in attached]))
+        else ToolServices(files=library.access(tenant, [str(f.id) for f in attached], user="a"))
     )
     context = ToolCallContext(
         task_id="t", agent_id="a", chain_id=chain.id, tenant_id=tenant, services=services

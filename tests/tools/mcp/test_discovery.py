@@ -148,3 +148,34 @@ def test_a_tool_without_annotations_is_not_idempotent() -> None:
     found = discover("docs", [_tool("search")])
 
     assert found.tools[0].idempotent is False
+
+
+@pytest.mark.parametrize(
+    ("annotations", "egress"),
+    [
+        # Only a tool that changes nothing and deals with no open world keeps data in.
+        ({"readOnlyHint": True, "openWorldHint": False}, False),
+        # A read-only tool of the open world (MCP's default) sends its arguments there.
+        ({"readOnlyHint": True}, True),
+        ({"readOnlyHint": True, "openWorldHint": True}, True),
+        ({"readOnlyHint": False, "openWorldHint": False}, True),
+        ({"openWorldHint": False}, True),
+        ({"readOnlyHint": "true", "openWorldHint": "false"}, True),
+        ({}, True),
+        (None, True),
+    ],
+)
+def test_a_tool_may_carry_data_out_unless_its_annotations_say_it_cannot(
+    annotations: Any, egress: bool
+) -> None:
+    found = discover("docs", [_tool("search", annotations=annotations)])
+
+    assert [spec.egress for spec in found.tools] == [egress]
+
+
+def test_a_document_stored_without_egress_may_carry_data_out() -> None:
+    stored = {"remote": "search", "description": "Searches.", "parameters": _OBJECT}
+    closed = McpToolSpec("search", "Searches.", _OBJECT, egress=False)
+
+    assert McpToolSpec.of(stored).egress is True
+    assert McpToolSpec.of(closed.document()) == closed

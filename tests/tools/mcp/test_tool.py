@@ -3,17 +3,18 @@ server's error answers and its absence as failed results, its progress as the ca
 reports between the call's step and its result; a tool the server annotates as idempotent
 or read-only is one a resumed run may call again."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 
 import mcp_types as types
 import pytest
 
 from app.chain import ErrorCode, ToolType
+from app.security.redaction import Redactor
 from app.tools.executor import ToolExecutor
 from app.tools.mcp import McpConnection, McpTool, McpToolSpec, discover, named
 from app.tools.models import ToolProgress
 from app.tools.registry import ToolRegistry
-from app.tools.services import NetworkPolicy
+from app.tools.services import NetworkPolicy, SecretUse, ToolServices
 from tests.factories import context_for, new_chain
 from tests.fakes.mcp_server import FakeMcpServer
 
@@ -125,6 +126,40 @@ async def test_progress_comes_between_the_call_and_its_result(connection: McpCon
     ]
     assert all(report.call_step is result.call_step for report, _ in reports)
     assert {steps for _, steps in reports} == {1}  # the call's step only: before its result
+
+
+class _Secrets:
+    """A run's secrets, of which "counted 2" is one."""
+
+    def __init__(self) -> None:
+        self._redactor = Redactor(["counted 2"], mask="[secret]", min_chars=4)
+
+    async def resolve(self, name: str, use: SecretUse | None = None) -> str:
+        raise AssertionError("not resolved here")
+
+    async def authorize(self, names: Iterable[str], use: SecretUse) -> None:
+        return None
+
+    def mask(self, text: str) -> str:
+        return self._redactor(text)
+
+
+async def test_progress_reports_are_masked_as_the_calls_result_is(
+    connection: McpConnection,
+) -> None:
+    executor = await executor_for(connection)
+    chain = new_chain()
+    reports: list[str] = []
+    context = context_for(
+        chain,
+        on_progress=lambda report: reports.append(report.message),
+        services=ToolServices(secrets=_Secrets()),
+    )
+
+    result = await executor.execute(chain, context, "fake__slow_count", {"n": 3})
+
+    assert result.success
+    assert reports == ["counted 1", "[secret]", "counted 3"]
 
 
 async def _no_headers() -> dict[str, str]:

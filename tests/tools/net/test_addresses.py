@@ -86,7 +86,9 @@ def test_names_and_malformed_numbers_are_not_addresses(host: str) -> None:
         ("64:ff9b::a00:1", "the NAT64 form of 10.0.0.1, a private address"),
         ("64:ff9b:1::a00:1", "the NAT64 form of 10.0.0.1, a private address"),
         ("2001:db8::1", "a special-purpose address"),  # documentation
-        ("2001::1", "a special-purpose address"),  # Teredo
+        ("2001:0:808:808::fefe:fefe", "a special-purpose address"),  # Teredo, public ends
+        ("2001:0:808:808::80ff:fffe", "the Teredo form of 127.0.0.1, a loopback address"),
+        ("2001::1", "the Teredo form of 255.255.255.254, a reserved address"),
     ],
 )
 def test_refused_addresses_are_named_for_what_they_are(address: str, reason: str) -> None:

@@ -3,9 +3,11 @@ text, JSON and text as they are; what cannot be read says so."""
 
 import pytest
 
+from app.tools import documents
 from app.tools.errors import ToolError
 from app.tools.net import readable
 from app.tools.net.readable import kind_of
+from tests.tools.documents.bombs import make_pdf_bomb
 from tests.tools.net.servers import minimal_pdf
 
 PAGE = b"""<!doctype html>
@@ -151,3 +153,13 @@ def test_a_long_page_is_read_only_as_far_as_needed_and_reads_the_same() -> None:
     assert start.text[:2000] == whole.text[:2000]
     assert start.title == whole.title == "Long"
     assert whole.text.endswith("| 1499 |")
+
+
+def test_a_pdf_bomb_is_a_clear_tool_error_within_its_limit() -> None:
+    reader = documents.DocumentReader(documents.DocumentLimits(cpu_s=1, workers=1))
+    stop = documents.install(reader)
+    try:
+        with pytest.raises(ToolError, match="more than 1 s of CPU time"):
+            readable(make_pdf_bomb(), "application/pdf", None, chars=10_000, truncated=False)
+    finally:
+        stop()

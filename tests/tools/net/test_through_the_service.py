@@ -1,16 +1,19 @@
 """The web tools in a tenant's runs, through the whole service: the tenant's network allow-list
-(`PUT /api/v1/tenants/{id}/network`) lets its runs reach a loopback server, whose page arrives
-as Markdown with progress in the stream; without it the step fails as `destination_refused`,
-nothing is connected and the run goes on; a tenant secret sent by `http_request` reaches the
-server but no stream, chain, export or model prompt."""
+(`PUT /api/v1/tenants/{id}/network`, a platform admin's allowance) lets its runs reach a
+loopback server, whose page arrives as Markdown with progress in the stream; without it the step
+fails as `destination_refused`, nothing is connected and the run goes on; the service's own port
+stays refused under a loopback network, and is reached once the allowance names it exactly; a
+tenant secret sent by `http_request` reaches the server but no stream, chain, export or model
+prompt."""
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from app.resources.secrets import SecretVault
-from tests.api.helpers import configure, stream, submit
+from tests.api.helpers import configure, open_network, stream, submit
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
 from tests.tools.net.servers import Listener, serve
@@ -58,7 +61,7 @@ async def test_a_tenants_allow_list_lets_web_fetch_reach_its_loopback_server(
     service: Service, tenant: str
 ) -> None:
     await configure(service, tenant, "tools", {"enabled_tools": ["web_fetch"]})
-    await configure(service, tenant, "network", {"allow": ["127.0.0.1/32"]})
+    await open_network(service, tenant, ["127.0.0.1/32"])
     async with serve(_site([])) as port:
         url = f"http://127.0.0.1:{port}/news"
         _, events = await _run(
@@ -114,7 +117,7 @@ async def test_a_secret_header_reaches_the_server_and_nothing_the_service_shows(
     if state.toolbox.secrets is None:  # until the lifespan builds one
         state.toolbox.secrets = SecretVault.from_settings(state.database, state.settings)
     await configure(service, tenant, "tools", {"enabled_tools": ["http_request"]})
-    await configure(service, tenant, "network", {"allow": ["127.0.0.1/32"]})
+    await open_network(service, tenant, ["127.0.0.1/32"])
     async with service.client(tenant, **ADMIN) as admin:
         response = await admin.put(
             f"/api/v1/tenants/{tenant}/secrets/API_TOKEN", json={"value": TOKEN}
@@ -149,3 +152,29 @@ async def test_a_secret_header_reaches_the_server_and_nothing_the_service_shows(
     shown.append(json.dumps([request.body for request in service.fake_llm.requests]))
     for text in shown:
         assert TOKEN not in text
+
+
+async def test_the_services_own_port_is_reached_only_where_a_platform_admin_names_it(
+    service: Service, tenant: str
+) -> None:
+    await configure(service, tenant, "tools", {"enabled_tools": ["web_fetch"]})
+    await open_network(service, tenant, ["127.0.0.0/8", "::1"])
+    port = urlsplit(service.base_url).port
+    own = f"http://127.0.0.1:{port}/healthz"
+    fetch = Reply.tool_calls([ToolCall("web_fetch", {"url": own}, id="w1")])
+
+    _, events = await _run(service, tenant, fetch, Reply.text("It is not reachable."))
+
+    _, result = _tool_steps(events, "web_fetch")
+    info = result["tool_result"]
+    assert info["error_code"] == "destination_refused"
+    assert f"port {port} of 127.0.0.1 is this service's own listener" in info["error"]
+    assert f"naming exactly 127.0.0.1:{port}" in info["error"]
+
+    await open_network(service, tenant, ["127.0.0.0/8", f"127.0.0.1:{port}"])
+    _, events = await _run(service, tenant, fetch, Reply.text("It is alive."))
+
+    _, result = _tool_steps(events, "web_fetch")
+    info = result["tool_result"]
+    assert info["success"], info
+    assert json.loads(info["result"]["content"]) == {"status": "ok"}

@@ -1,6 +1,7 @@
 // MCP servers: the tenant's remote MCP servers with their status and tools; register one,
 // ask one for its tools again, remove one (/tenants/{tid}/mcp-servers), and the network
-// allow-list that lets them reach private addresses (/tenants/{tid}/network).
+// allow-list (/tenants/{tid}/network): the tenant's hosts and public networks, and what
+// platform admins opened for it (private addresses), shown but not changed here.
 import { Fragment } from "preact";
 import { useState } from "preact/hooks";
 import { api } from "../api.js";
@@ -273,8 +274,13 @@ function RegisterForm({ base, onRegistered }) {
 }
 
 function NetworkCard({ tenantId }) {
-  const setting = useTenantSetting(tenantId, "network", (network) => network.allow.join("\n"));
-  const { loadError, form: text, setForm: setText, save, saving } = setting;
+  const setting = useTenantSetting(tenantId, "network", (network) => ({
+    text: network.allow.join("\n"),
+    platform: network.platform_allow,
+  }));
+  const { loadError, form, setForm, save, saving } = setting;
+  const text = form === null ? null : form.text;
+  const setText = (value) => setForm({ ...form, text: value });
   const [notice, showNotice] = useNotice();
 
   const onSubmit = async (event) => {
@@ -295,11 +301,15 @@ function NetworkCard({ tenantId }) {
         <form onSubmit={onSubmit} aria-label="Network allow-list" noValidate>
           <FormError error={saving.error} placed={(field) => field.startsWith("body.allow")} />
           <SettingField
-            label="Private hosts and networks"
-            hint="Private or loopback addresses MCP servers and web_fetch may reach, and the hosts http_request may call: one per line (api.internal, *.corp.example, 10.1.0.0/16)."
+            label="Hosts and public networks"
+            hint="The hosts http_request may call, and public networks: one per line (api.internal, *.corp.example, 8.8.8.0/24). Private and loopback addresses are opened by platform admins only."
             error={messages && saving.error?.errors?.length ? messages : null}
             render={(props) => <textarea {...props} class="mono" rows={4} value={text} onInput={(event) => setText(event.currentTarget.value)} />}
           />
+          <p class="hint">
+            Opened by platform admins:{" "}
+            {form.platform.length ? <span class="mono">{form.platform.join(", ")}</span> : "nothing"}
+          </p>
           <div class="form-actions">
             <button type="submit" disabled={saving.busy}>
               {saving.busy ? "Saving…" : "Save allow-list"}
