@@ -48,7 +48,8 @@ CHECKS = [
     content_type_conformance,
     response_schema_conformance,
 ]
-EXAMPLES = 8
+# Generated cases per operation and mode (valid, invalid), besides its coverage cases.
+EXAMPLES = 5
 # Stateful scenarios per role, and the most steps (requests) each takes.
 SCENARIOS = 25
 STEPS = 12
