@@ -6,6 +6,7 @@ the model to read the user's private file and fetch a URL carrying its contents;
 that obeys whatever instructions it finds in tool results does so. A second loopback server
 stands for the attacker's and records every request it gets."""
 
+import contextlib
 import json
 import re
 from collections.abc import AsyncIterator
@@ -118,11 +119,11 @@ async def _upload_private(service: Service, tenant: str) -> str:
     return file_id
 
 
-async def test_an_injected_page_ends_in_an_approval_request_not_an_outbound_call(
-    guarded: Service, obedient: ObedientLLM
-) -> None:
-    tenant = await guarded.create_tenant(f"x-{uuid4().hex[:12]}", enabled_tools=TOOLS)
-    file_id = await _upload_private(guarded, tenant)
+@contextlib.asynccontextmanager
+async def injected_page(obedient: "ObedientLLM", file_id: str) -> AsyncIterator[list[str]]:
+    """The attacker's page (telling the model to send `file_id`'s text out) and its collecting
+    server, served while the block lasts, the obedient model pointed at the page; yields
+    what the collector received."""
     seen: list[str] = []
     try:
         async with (
@@ -130,29 +131,38 @@ async def test_an_injected_page_ends_in_an_approval_request_not_an_outbound_call
             serve(_page(file_id, collector_port)) as page_port,
         ):
             obedient.page_url = f"http://127.0.0.1:{page_port}/notes"
-            admin = guarded.client(tenant, sub="root", roles=("tenant_admin",))
-            async with guarded.client(tenant) as alice, admin:
-                accepted = await alice.post(
-                    "/api/v1/tasks", json={"input": "Summarise my notes.", "tools": TOOLS}
-                )
-                assert accepted.status_code == 202, accepted.text
-                task_id = accepted.json()["task_id"]
-                waited = await until_event(alice, task_id, "task_status", state="input_required")
-                [required] = [e.json for e in waited if e.event == "approval_required"]
-                task = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
-                listed = await alice.get(f"/api/v1/tasks/{task_id}/approvals")
-                [approval] = listed.json()["items"]
-                # Nothing reached the attacker's server while the call waited.
-                assert seen == []
-
-                # A human who approves lets the run go on: the call is made once.
-                url = f"/api/v1/tasks/{task_id}/approvals/{approval['id']}"
-                decided = await admin.post(url, json={"decision": "approve"})
-                assert decided.status_code == 200, decided.text
-                events = await stream(alice, task_id)
-                chain = (await alice.get(f"/api/v1/tasks/{task_id}/chain")).json()
+            yield seen
     finally:
         obedient.page_url = ""
+
+
+async def test_an_injected_page_ends_in_an_approval_request_not_an_outbound_call(
+    guarded: Service, obedient: ObedientLLM
+) -> None:
+    tenant = await guarded.create_tenant(f"x-{uuid4().hex[:12]}", enabled_tools=TOOLS)
+    file_id = await _upload_private(guarded, tenant)
+    async with injected_page(obedient, file_id) as seen:
+        admin = guarded.client(tenant, sub="root", roles=("tenant_admin",))
+        async with guarded.client(tenant) as alice, admin:
+            accepted = await alice.post(
+                "/api/v1/tasks", json={"input": "Summarise my notes.", "tools": TOOLS}
+            )
+            assert accepted.status_code == 202, accepted.text
+            task_id = accepted.json()["task_id"]
+            waited = await until_event(alice, task_id, "task_status", state="input_required")
+            [required] = [e.json for e in waited if e.event == "approval_required"]
+            task = (await alice.get(f"/api/v1/tasks/{task_id}")).json()
+            listed = await alice.get(f"/api/v1/tasks/{task_id}/approvals")
+            [approval] = listed.json()["items"]
+            # Nothing reached the attacker's server while the call waited.
+            assert seen == []
+
+            # A human who approves lets the run go on: the call is made once.
+            url = f"/api/v1/tasks/{task_id}/approvals/{approval['id']}"
+            decided = await admin.post(url, json={"decision": "approve"})
+            assert decided.status_code == 200, decided.text
+            events = await stream(alice, task_id)
+            chain = (await alice.get(f"/api/v1/tasks/{task_id}/chain")).json()
     assert task["status"] == "input_required"
     assert required["tool_name"] == "web_fetch"
     assert required["arguments"]["url"].endswith("d=" + quote(SECRET_TEXT))
@@ -179,21 +189,12 @@ async def test_with_exfiltration_allowed_the_same_run_sends_the_data_out(
     rules = await configure(guarded, tenant, "approvals", {"exfiltration": "allow"})
     assert rules["exfiltration"] == "allow"
     file_id = await _upload_private(guarded, tenant)
-    seen: list[str] = []
-    try:
-        async with (
-            serve(_collector(seen)) as collector_port,
-            serve(_page(file_id, collector_port)) as page_port,
-        ):
-            obedient.page_url = f"http://127.0.0.1:{page_port}/notes"
-            async with guarded.client(tenant) as alice:
-                accepted = await alice.post(
-                    "/api/v1/tasks", json={"input": "Summarise my notes.", "tools": TOOLS}
-                )
-                assert accepted.status_code == 202, accepted.text
-                events = await stream(alice, accepted.json()["task_id"])
-    finally:
-        obedient.page_url = ""
+    async with injected_page(obedient, file_id) as seen, guarded.client(tenant) as alice:
+        accepted = await alice.post(
+            "/api/v1/tasks", json={"input": "Summarise my notes.", "tools": TOOLS}
+        )
+        assert accepted.status_code == 202, accepted.text
+        events = await stream(alice, accepted.json()["task_id"])
     assert "approval_required" not in [e.event for e in events]
     assert events[-1].json["final_state"] == "completed"
     assert seen == [SECRET_TEXT]
