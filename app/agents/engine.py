@@ -3,7 +3,7 @@
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 from uuid import UUID
 
 from app.agents.compaction import COMPACTION, Compactor
@@ -39,6 +39,9 @@ from app.tools.permissions import permits
 from app.tools.registry import ToolRegistry
 from app.tools.results import ToolInvocation, ToolResult
 from app.tools.services import ToolServices
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +155,11 @@ class ReasoningEngine:
             and (allowed is None or definition.name in allowed)
             and permits(definition, self.task.roles)
         ]
+
+    async def in_thread(self, work: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        """`work` in one of the run's tenant's worker threads: CPU work too slow for the event
+        loop (an answer checked against a schema whose patterns may backtrack)."""
+        return await self._executor.threads.run(self.task.tenant_id, work, *args, **kwargs)
 
     def add_thinking(
         self,

@@ -1,6 +1,5 @@
 """The autonomous ReAct agent: the model decides every step until it gives a final answer."""
 
-import asyncio
 import json
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -264,7 +263,7 @@ class ReActAgent(CoTAgent):
         answer, no tool ran and nothing was spent, and it must not be a `synthesis`, which
         would read as the answer. Out of retries, the task fails `invalid_output`."""
         engine = run.engine
-        check = await _check(run.output, answer)
+        check = await _check(run, answer)
         if check.valid:
             _conclude(run, answer, reply, output=check.value)
             return True
@@ -331,7 +330,7 @@ class ReActAgent(CoTAgent):
                 engine.add_thinking(step.thought, parent_step_id=reply.step_id)
             if step.final_answer is not None:
                 answer = step.final_answer
-        check = await _check(run.output, answer)
+        check = await _check(run, answer)
         if not check.valid:
             engine.add_thinking(
                 "The final answer does not match the response format; it stays the result, "
@@ -368,12 +367,13 @@ class ReActAgent(CoTAgent):
         return reply
 
 
-async def _check(output: OutputFormat | None, answer: str) -> OutputCheck:
-    """Off the event loop: the schema's patterns may take up to their budget to match."""
-    if output is None:
+async def _check(run: _Run, answer: str) -> OutputCheck:
+    """Off the event loop, in one of the tenant's worker threads: the schema's patterns may
+    take up to their budget to match."""
+    if run.output is None:
         return OutputCheck()
     try:
-        return await asyncio.to_thread(output.check, answer)
+        return await run.engine.in_thread(run.output.check, answer)
     except InvalidResponseFormat as exc:
         raise _unusable(exc) from exc
 

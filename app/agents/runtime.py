@@ -10,6 +10,7 @@ from app.agents.base import AgentParts, CoTAgent, ToolCallingMode
 from app.agents.kinds import AgentKinds
 from app.agents.react import ReActAgent
 from app.agents.spec import AgentSpec
+from app.bulkheads import TenantThreads
 from app.llm import LLMGateway, load_model_list
 from app.tools.base import BaseTool
 from app.tools.builtin import builtin_tools
@@ -74,12 +75,15 @@ class AgentRuntime:
         mode: ToolCallingMode = "auto",
         kinds: AgentKinds | None = None,
     ) -> "AgentRuntime":
+        # Worker threads for CPU work done on a tenant's behalf, a fair share each.
+        threads = TenantThreads()
         gateway = LLMGateway(
             load_model_list(settings.models_file),
             default_model=settings.default_model,
             request_timeout_s=settings.llm_request_timeout_s,
             default_max_tokens=settings.llm_max_output_tokens,
             openai_sdk=settings.llm_openai_sdk,
+            threads=threads,
         )
         registry = ToolRegistry(list(builtin_tools() if tools is None else tools))
         retry = RetryPolicy(
@@ -93,6 +97,7 @@ class AgentRuntime:
             guards=[ToolPermissionGuard(), *guards],
             recorder=recorder,
             max_result_chars=settings.max_result_chars,
+            threads=threads,
         )
         parts = AgentParts(
             executor,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from app.bulkheads import TenantThreads
 from app.chain import FailedAttempt, quantize_usd
 from app.llm.config import DEMO_MODEL, DEMO_PROVIDER, ModelList
 from app.llm.demo import register_demo_provider
@@ -48,7 +49,10 @@ class LLMGateway:
         request_timeout_s: float = 60.0,
         default_max_tokens: int = 4096,
         openai_sdk: bool = False,
+        threads: TenantThreads | None = None,
     ) -> None:
+        """`threads`: the worker threads a tenant's large prompts are counted in, shared with
+        the process's other per-tenant CPU work."""
         names = model_list.model_names()
         if default_model not in names:
             raise ModelConfigError(
@@ -59,6 +63,7 @@ class LLMGateway:
         use_openai_sdk(openai_sdk)
         self._fallbacks = model_list.fallbacks()
         self._prompt_tokens = PromptTokens()
+        self._threads = threads or TenantThreads()
         if any(d.litellm_model.startswith(f"{DEMO_PROVIDER}/") for d in model_list.model_list):
             register_demo_provider()
 
@@ -228,9 +233,12 @@ class LLMGateway:
             streamed=True,
         )
 
-    async def estimate(self, request: LLMRequest, *, added_input_tokens: int = 0) -> LLMEstimate:
+    async def estimate(
+        self, request: LLMRequest, *, added_input_tokens: int = 0, tenant_id: str | None = None
+    ) -> LLMEstimate:
         """`added_input_tokens`: what the prompt will hold beyond `request.messages` when the
-        call is made (a reply still to come), counted as input."""
+        call is made (a reply still to come), counted as input. `tenant_id`: whose worker
+        threads count a large prompt."""
         fallbacks = (
             self.fallbacks(request.model) if request.fallbacks is None else request.fallbacks
         )
@@ -245,7 +253,11 @@ class LLMGateway:
             schema = json.dumps(request.response_format, ensure_ascii=False)
             messages = [*messages, {"role": "system", "content": schema}]
         input_tokens = added_input_tokens + await self._prompt_tokens.count_off_loop(
-            candidates[0].litellm_model, messages, request.tools
+            candidates[0].litellm_model,
+            messages,
+            request.tools,
+            threads=self._threads,
+            tenant_id=tenant_id,
         )
         max_output = request.max_tokens or self.default_max_tokens
         costs = [d.cost_of_tokens(input_tokens, max_output) for d in candidates]

@@ -7,19 +7,20 @@ sum of its messages' counts (each alone counts 3 tokens for the reply's priming,
 plus what the tools add, so both are cached.
 """
 
-import asyncio
 import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from app.bulkheads import TenantThreads
 from app.llm.litellm_env import litellm
 
 _REPLY_PRIMING = 3
 _LONG_KEY_CHARS = 4096
 # A message this long takes the tokenizer milliseconds (about 16 ms for 200,000 characters):
-# counted in a worker thread, so that other runs and requests go on meanwhile.
+# counted in a worker thread, so that other runs and requests go on meanwhile (at most a few
+# of one tenant's at once: a tenant sending huge prompts waits for its own).
 LARGE_MESSAGE_CHARS = 16_000
 
 
@@ -49,13 +50,16 @@ class PromptTokens:
         model: str,
         messages: Sequence[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
+        *,
+        threads: TenantThreads,
+        tenant_id: str | None,
     ) -> int:
-        """`count`, with each large message not counted before counted in a worker thread (the
-        cache itself is only ever touched by the caller's thread)."""
+        """`count`, with each large message not counted before counted in one of the tenant's
+        worker threads (the cache itself is only ever touched by the caller's thread)."""
         for message in messages:
             key = (model, _message_key(message))
             if key not in self._messages and _chars(message) >= LARGE_MESSAGE_CHARS:
-                counted = await asyncio.to_thread(_count_message, model, message)
+                counted = await threads.run(tenant_id, _count_message, model, message)
                 self._store(self._messages, key, counted)
         return self.count(model, messages, tools)
 

@@ -12,6 +12,7 @@ from uuid import uuid4
 
 from pydantic_core import to_jsonable_python
 
+from app.bulkheads import TenantThreads
 from app.chain import (
     ErrorCode,
     FailedAttempt,
@@ -100,8 +101,12 @@ class ToolExecutor:
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         cache: ToolResultCache | None = None,
+        threads: TenantThreads | None = None,
     ) -> None:
+        """`threads`: the worker threads a tenant's arguments are checked in when their schema
+        has patterns, shared with the process's other per-tenant CPU work."""
         self.registry = registry
+        self.threads = threads or TenantThreads()
         self._guards = tuple(guards)
         self._recorder = recorder
         # Results of tools with a `cache_ttl_seconds`, by tenant, tool and arguments.
@@ -178,6 +183,17 @@ class ToolExecutor:
             raise abort
         return results
 
+    async def _argument_errors(
+        self, entry: RegisteredTool, arguments: Any, context: ToolCallContext
+    ) -> list[FieldError]:
+        return await argument_errors(
+            entry.validator,
+            arguments,
+            off_loop=entry.patterned,
+            threads=self.threads,
+            tenant_id=context.tenant_id,
+        )
+
     async def _prepare(
         self, chain: ReasoningChain, context: ToolCallContext, invocation: ToolInvocation
     ) -> _Prepared:
@@ -208,7 +224,7 @@ class ToolExecutor:
                 error_code=ErrorCode.UNKNOWN_TOOL,
             )
         elif failure is None:
-            problems = await argument_errors(entry.validator, parsed, off_loop=entry.patterned)
+            problems = await self._argument_errors(entry, parsed, context)
             if problems:
                 failure = InvalidToolArguments(invocation.name, problems)
 
@@ -276,9 +292,7 @@ class ToolExecutor:
                     _denial(invocation.name, decision), error_code=ErrorCode.APPROVAL_DENIED
                 )
             elif decision.arguments is not None:
-                problems = await argument_errors(
-                    entry.validator, decision.arguments, off_loop=entry.patterned
-                )
+                problems = await self._argument_errors(entry, decision.arguments, context)
                 if problems:
                     failure = InvalidToolArguments(invocation.name, problems)
                 else:

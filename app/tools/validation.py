@@ -1,13 +1,13 @@
 """Checks tool-call arguments against a tool's JSON Schema, naming every bad field. The
 schema's patterns run by the bounded engine of `app.tools.patterns` within one budget per
-call; a schema with patterns is applied in a worker thread."""
+call; a schema with patterns is applied in one of the tenant's worker threads."""
 
-import asyncio
 from typing import Any
 
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
+from app.bulkheads import TenantThreads
 from app.tools.errors import FieldError
 from app.tools.patterns import PatternRefused, PatternTimeout, pattern_budget, search
 from app.tools.schemas import unchecked_validator
@@ -18,11 +18,17 @@ def compile_validator(parameters: dict[str, Any]) -> Validator:
 
 
 async def argument_errors(
-    validator: Validator, arguments: Any, *, off_loop: bool
+    validator: Validator,
+    arguments: Any,
+    *,
+    off_loop: bool,
+    threads: TenantThreads,
+    tenant_id: str | None,
 ) -> list[FieldError]:
-    """`field_errors`, in a worker thread when `off_loop` (the schema has patterns)."""
+    """`field_errors`, in one of the tenant's worker threads when `off_loop` (the schema has
+    patterns, each of which may take up to the budget to match)."""
     if off_loop:
-        return await asyncio.to_thread(field_errors, validator, arguments)
+        return await threads.run(tenant_id, field_errors, validator, arguments)
     return field_errors(validator, arguments)
 
 

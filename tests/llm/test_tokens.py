@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from app.bulkheads import TenantThreads
 from app.llm.litellm_env import litellm
 from app.llm.tokens import PromptTokens
 
@@ -82,7 +83,9 @@ async def test_a_large_new_message_is_counted_off_the_event_loop() -> None:
     """While a long message is tokenized, the loop runs other work; the count is LiteLLM's."""
     counter = PromptTokens()
     large = {"role": "user", "content": "word " * 8_000}  # 40,000 characters
-    counting = asyncio.ensure_future(counter.count_off_loop("gpt-4o", [large]))
+    counting = asyncio.ensure_future(
+        counter.count_off_loop("gpt-4o", [large], threads=TenantThreads(), tenant_id="acme")
+    )
     seen_while_counting: list[bool] = []
 
     async def other_work() -> None:
@@ -101,7 +104,9 @@ async def test_a_large_new_message_is_counted_off_the_event_loop() -> None:
 async def test_small_messages_are_counted_on_the_loop_without_a_thread_hop() -> None:
     counter = PromptTokens()
     small = {"role": "user", "content": "What is 17 * 23 + 4?"}
-    counting = asyncio.ensure_future(counter.count_off_loop("gpt-4o", [small]))
+    counting = asyncio.ensure_future(
+        counter.count_off_loop("gpt-4o", [small], threads=TenantThreads(), tenant_id="acme")
+    )
     seen: list[bool] = []
 
     async def other_work() -> None:
@@ -128,7 +133,9 @@ async def test_an_image_is_counted_off_the_loop_and_its_bytes_are_not_kept_as_a_
         ],
     }
     counter = PromptTokens()
-    counting = asyncio.ensure_future(counter.count_off_loop("gpt-4o", [image]))
+    counting = asyncio.ensure_future(
+        counter.count_off_loop("gpt-4o", [image], threads=TenantThreads(), tenant_id="acme")
+    )
     seen: list[bool] = []
 
     async def other_work() -> None:

@@ -1,6 +1,5 @@
 """Reading and deciding the tool calls that wait for a human."""
 
-import asyncio
 from typing import Any
 from uuid import UUID
 
@@ -69,8 +68,10 @@ async def decide(
     approve = body.decision == "approve"
     arguments = body.arguments if approve else None
     if arguments is not None:
-        # Off the event loop: the tool's schema may have patterns (matched within a budget).
-        problems = await asyncio.to_thread(_invalid, record.input_schema, arguments)
+        # Off the event loop, in one of the tenant's worker threads: the tool's schema may
+        # have patterns (matched within a budget).
+        threads = state.runtime.executor.threads
+        problems = await threads.run(caller.tenant_id, _invalid, record.input_schema, arguments)
         if problems:
             raise ApiError(
                 VALIDATION, "the edited arguments do not fit the tool's schema", errors=problems

@@ -179,6 +179,7 @@ class LLMTool(BaseTool):
         estimate = await self._gateway.estimate(
             self.request(arguments, context.models, context.tools),
             added_input_tokens=added_input_tokens,
+            tenant_id=context.tenant_id,
         )
         return CallEstimate(estimate.input_tokens, estimate.max_output_tokens, estimate.cost_usd)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.tools.bulkheads import TenantSlots
+from app.bulkheads import TenantSlots
 from app.tools.documents.errors import DocumentRefused, DocumentTooLarge
 from app.tools.documents.limits import DocumentLimits
 
