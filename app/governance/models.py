@@ -1,13 +1,17 @@
 """Model governance: which models a tenant's runs may reach, its default, output caps."""
 
 from fnmatch import fnmatchcase
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.chain import ErrorCode, ToolResultInfo, ToolType
 from app.tools.errors import GuardRejection
-from app.tools.guards import PendingCall
+
+if TYPE_CHECKING:
+    # Only named: importing the guard protocol at run time would import the tool layer (and
+    # LiteLLM with it) into every process that reads a tenant, the CLI's light commands too.
+    from app.tools.guards import PendingCall
 
 ModelPattern = Annotated[str, Field(min_length=1, max_length=255)]
 
@@ -62,7 +66,7 @@ class ModelPolicyGuard:
         self._default_model = default_model
         self._approved = policy.approved_of(available)
 
-    async def before_call(self, call: PendingCall) -> None:
+    async def before_call(self, call: "PendingCall") -> None:
         if call.definition.type is not ToolType.LLM:
             return
         model = call.arguments.get("model") or self._default_model
@@ -74,8 +78,8 @@ class ModelPolicyGuard:
                 details={"model": model, "approved": self._approved},
             )
 
-    async def after_call(self, call: PendingCall, result: ToolResultInfo) -> None:
+    async def after_call(self, call: "PendingCall", result: ToolResultInfo) -> None:
         return None
 
-    def abandon(self, call: PendingCall) -> None:
+    def abandon(self, call: "PendingCall") -> None:
         return None

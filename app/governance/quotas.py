@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +35,11 @@ from app.governance.limits import (
     usd_of_units,
 )
 from app.tools.errors import GuardRejection
-from app.tools.guards import PendingCall
+
+if TYPE_CHECKING:
+    # Only named: importing the guard protocol at run time would import the tool layer (and
+    # LiteLLM with it) into every process that reads a tenant, the CLI's light commands too.
+    from app.tools.guards import PendingCall
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +201,7 @@ class QuotaGuard:
         self._grants: dict[UUID, Grant] = {}
         self._releases: set[asyncio.Task[None]] = set()
 
-    async def before_call(self, call: PendingCall) -> None:
+    async def before_call(self, call: "PendingCall") -> None:
         """Reserves the call in its tenant's windows, waiting while they are full. With the
         windows undecidable (their store and the durable record both unreachable) the call
         goes ahead uncounted: a running task is never failed for it."""
@@ -225,7 +229,7 @@ class QuotaGuard:
             # of the times notwithstanding.
             await self._sleep(wait + _WAIT_MARGIN_S)
 
-    async def after_call(self, call: PendingCall, result: ToolResultInfo) -> None:
+    async def after_call(self, call: "PendingCall", result: ToolResultInfo) -> None:
         grant = self._grants.pop(call.call_step.id, None)
         if grant is None:
             return
@@ -239,14 +243,14 @@ class QuotaGuard:
         if amounts:
             await self._store.settle(grant, amounts)
 
-    def abandon(self, call: PendingCall) -> None:
+    def abandon(self, call: "PendingCall") -> None:
         grant = self._grants.pop(call.call_step.id, None)
         if grant is not None:
             task = asyncio.get_running_loop().create_task(self._store.release(grant))
             self._releases.add(task)
             task.add_done_callback(self._releases.discard)
 
-    async def _requests(self, call: PendingCall) -> list[LimitRequest]:
+    async def _requests(self, call: "PendingCall") -> list[LimitRequest]:
         quotas, tenant = self._quotas, self._tenant
         tool_type = call.definition.type
         if tool_type is not ToolType.LLM:

@@ -7,11 +7,13 @@ import sys
 from app.config import Settings
 from app.llm import litellm_env
 
-# Runs in a fresh interpreter: imports what `omniforge serve` imports, then builds the aiohttp
-# session LiteLLM sends every async call (OpenAI SDK path included) through.
+# Runs in a fresh interpreter: imports what `omniforge serve` imports (the agent runtime, which
+# its configuration check builds), then builds the aiohttp session LiteLLM sends every async
+# call (OpenAI SDK path included) through.
 _PROBE = """
 import asyncio
 import app.cli
+import app.agents
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
 async def main():

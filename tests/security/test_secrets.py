@@ -139,7 +139,7 @@ def test_a_malformed_key_is_a_settings_error_that_does_not_echo_it(
 ) -> None:
     with pytest.raises(ValidationError) as raised:
         Settings(secrets_key=value)
-    # What `omniforge` prints of it (`app.cli._problems`): the location and the message.
+    # What `omniforge` prints of it (`app.cli.configuration.problems`): where, and the message.
     [error] = raised.value.errors()
     message = error["msg"]
     assert error["loc"] == ("secrets_key",)

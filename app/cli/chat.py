@@ -12,12 +12,12 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import httpx
-from httpx_sse import aconnect_sse
+if TYPE_CHECKING:
+    import httpx
 
-from app.config import Settings
+    from app.config import Settings
 
 _EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
 _PREVIEW_CHARS = 160
@@ -41,7 +41,7 @@ def add_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]")
     )
 
 
-def run(args: argparse.Namespace, settings: Settings) -> int:
+def run(args: argparse.Namespace, settings: "Settings") -> int:
     try:
         return asyncio.run(
             chat(
@@ -62,7 +62,7 @@ class ChatError(Exception):
 
 
 async def chat(
-    settings: Settings,
+    settings: "Settings",
     *,
     agent: str | None,
     server: str | None,
@@ -85,6 +85,8 @@ async def chat(
 
 
 async def _talk(base_url: str, token: str, agent: str | None, stdin: TextIO, out: TextIO) -> int:
+    import httpx
+
     headers = {"Authorization": f"Bearer {token}"}
     timeout = httpx.Timeout(30.0, read=None)
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout) as client:
@@ -113,8 +115,10 @@ async def _talk(base_url: str, token: str, agent: str | None, stdin: TextIO, out
                 await _turn(client, conversation["id"], text, out)
 
 
-async def _turn(client: httpx.AsyncClient, conversation_id: str, text: str, out: TextIO) -> None:
+async def _turn(client: "httpx.AsyncClient", conversation_id: str, text: str, out: TextIO) -> None:
     """Submits the turn with its stream as the answer and prints it as it comes."""
+    from httpx_sse import aconnect_sse
+
     body = {"input": text, "conversation_id": conversation_id, "stream_output": True}
     printer = _TurnPrinter(out)
     async with aconnect_sse(client, "POST", "/api/v1/tasks", json=body) as source:
@@ -199,14 +203,14 @@ class _TurnPrinter:
         self._out.flush()
 
 
-def _answer(response: httpx.Response) -> dict[str, Any]:
+def _answer(response: "httpx.Response") -> dict[str, Any]:
     if response.status_code >= 400:
         raise ChatError(_problem(response))
     body: dict[str, Any] = response.json()
     return body
 
 
-def _problem(response: httpx.Response) -> str:
+def _problem(response: "httpx.Response") -> str:
     try:
         problem = response.json()
     except ValueError:
@@ -228,7 +232,7 @@ def _preview(value: object) -> str:
     return text if len(text) <= _PREVIEW_CHARS else text[: _PREVIEW_CHARS - 1] + "…"
 
 
-def _local_token(settings: Settings, tenant: str) -> str:
+def _local_token(settings: "Settings", tenant: str) -> str:
     from datetime import timedelta
 
     from app.security import mint_token
@@ -250,7 +254,7 @@ def _local_token(settings: Settings, tenant: str) -> str:
 
 
 @asynccontextmanager
-async def _local_service(settings: Settings) -> AsyncIterator[str]:
+async def _local_service(settings: "Settings") -> AsyncIterator[str]:
     """The service on a free port of 127.0.0.1 for as long as the chat lasts."""
     from app.api import create_app
     from app.api.serving import ServerDidNotStart, serve_locally

@@ -16,15 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
-from pydantic import ValidationError
-
-from app.config import Settings
 
 if TYPE_CHECKING:
     import httpx
 
     from app.api.access import Caller
     from app.api.agents.schemas import AgentCreate, AgentOut
+    from app.config import Settings
     from app.governance.tenants import Tenant
     from app.storage import Database
 
@@ -77,7 +75,7 @@ def add_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]"
         verb.add_argument("--token", help="with --server: a bearer token of the tenant")
 
 
-def run(args: argparse.Namespace, settings: Settings) -> int:
+def run(args: argparse.Namespace, settings: "Settings") -> int:
     """Runs `omniforge agents …`; problems are one line each on stderr."""
     try:
         if args.server is not None and not args.token:
@@ -134,6 +132,8 @@ def load_definitions(target: Path) -> list[DefinitionFile]:
 
 
 def _definition(path: Path) -> "AgentCreate":
+    from pydantic import ValidationError
+
     from app.api.agents.schemas import AgentCreate
     from app.api.inputs import parse_json_body
     from app.runs.agents import DEFAULT_AGENT
@@ -218,9 +218,11 @@ def _where(loc: Iterable[int | str]) -> str:
 
 
 async def _apply_locally(
-    settings: Settings, tenant_id: str, files: list[DefinitionFile]
+    settings: "Settings", tenant_id: str, files: list[DefinitionFile]
 ) -> list[str]:
     """Applies every file in one transaction: all of them, or (on any refusal) none."""
+    from pydantic import ValidationError
+
     from app.agents import AgentRuntime, RuntimeSettings
     from app.api.agents.service import AgentCatalog, check_definition
     from app.api.errors import ApiError
@@ -256,7 +258,7 @@ async def _apply_locally(
         return lines
 
 
-async def _list_locally(settings: Settings, tenant_id: str, *, archived: bool) -> list[str]:
+async def _list_locally(settings: "Settings", tenant_id: str, *, archived: bool) -> list[str]:
     from app.api.agents.schemas import AgentOut
     from app.api.agents.service import builtin_agent
     from app.storage.agents import AgentRepository
@@ -274,7 +276,7 @@ async def _list_locally(settings: Settings, tenant_id: str, *, archived: bool) -
 
 @asynccontextmanager
 async def _tenant_database(
-    settings: Settings, tenant_id: str
+    settings: "Settings", tenant_id: str
 ) -> "AsyncIterator[tuple[Database, Tenant]]":
     """The configured database (migrated first, like every in-process command) and the
     tenant the command acts in, which must exist and be active."""

@@ -12,11 +12,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from app.config import Settings
-
 if TYPE_CHECKING:
+    from app.config import Settings
     from app.resources.secrets import Rotation
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -63,7 +60,7 @@ _SCOPE_FLAGS = {
 EXIT_NOT_FOUND = 2
 
 
-def run(args: argparse.Namespace, settings: Settings) -> int:
+def run(args: argparse.Namespace, settings: "Settings") -> int:
     """Runs `omniforge secrets rotate` (the counts on stdout, each secret no configured key
     opens on stderr, then the status is 1: an old key was dropped too soon) or `omniforge
     secrets scope` (the secret's scope on stdout as JSON; status 2 for an unknown secret, 1
@@ -80,7 +77,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_FAILED if rotation.unreadable else EXIT_OK
 
 
-async def _rotate(settings: Settings, batch_size: int) -> "Rotation":
+async def _rotate(settings: "Settings", batch_size: int) -> "Rotation":
     from app.resources.secrets import SecretVault
     from app.storage import Database, upgrade_to_head
 
@@ -92,7 +89,9 @@ async def _rotate(settings: Settings, batch_size: int) -> "Rotation":
         await database.dispose()
 
 
-def _scope(args: argparse.Namespace, settings: Settings) -> int:
+def _scope(args: argparse.Namespace, settings: "Settings") -> int:
+    from pydantic import ValidationError
+
     from app.resources.secret_scopes import UsableBy
 
     given = {flag: getattr(args, flag) for flag in _SCOPE_FLAGS}
@@ -113,7 +112,7 @@ def _scope(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _set_scope(
-    settings: Settings, tenant_id: str, name: str, usable_by: dict[str, Any] | None
+    settings: "Settings", tenant_id: str, name: str, usable_by: dict[str, Any] | None
 ) -> bool:
     from app.chain.models import utc_now
     from app.governance.audit import AuditAction, audit_row

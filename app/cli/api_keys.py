@@ -4,13 +4,13 @@ API by its admins), in-process on the configured database. Prints the secret, on
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from app.config import Settings
+from app.cli.tokens import duration
 
 if TYPE_CHECKING:
+    from app.config import Settings
     from app.storage.records import ApiKeyRecord
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -18,10 +18,7 @@ EXIT_OK, EXIT_FAILED = 0, 1
 CLI_CREATOR = "cli"
 
 
-def add_command(
-    commands: "argparse._SubParsersAction[argparse.ArgumentParser]",
-    duration: Callable[[str], timedelta],
-) -> None:
+def add_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     keys = commands.add_parser("api-key", help="create an API key for a tenant")
     verbs = keys.add_subparsers(dest="api_key_command", required=True)
     create = verbs.add_parser(
@@ -37,7 +34,7 @@ def add_command(
     )
 
 
-def run(args: argparse.Namespace, settings: Settings) -> int:
+def run(args: argparse.Namespace, settings: "Settings") -> int:
     from app.security.rbac import Role
 
     roles = sorted({role.strip() for role in args.roles.split(",") if role.strip()})
@@ -61,7 +58,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _create(
-    settings: Settings, tenant_id: str, name: str, roles: list[str], lifetime: timedelta | None
+    settings: "Settings", tenant_id: str, name: str, roles: list[str], lifetime: timedelta | None
 ) -> "tuple[ApiKeyRecord, str] | str":
     """The key and its secret, or why none was made."""
     from app.chain.models import utc_now

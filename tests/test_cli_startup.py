@@ -1,0 +1,67 @@
+"""The `omniforge` commands that run no agent start without the agent runtime: neither LiteLLM
+nor the OpenAI SDK nor MCP is imported (seconds of CPU each time), only what the command uses."""
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# Runs in a fresh interpreter: the command, then (as the last line of its stdout) the modules of
+# the agent runtime it imported.
+_PROBE = """
+import json
+import sys
+
+from app.cli import main
+
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exited:  # `--help` exits from the parser
+    code = exited.code
+runtime = sorted(
+    name
+    for name in sys.modules
+    if name.split(".")[0] in {"litellm", "openai", "mcp"}
+    or name.startswith("app.agents")
+    or name == "app.llm.gateway"
+)
+print(json.dumps(runtime))
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["token", "--tenant", "default", "--sub", "me"],
+        ["tenant", "list"],
+        ["tenant", "create", "Acme"],
+        ["migrate"],
+        ["api-key", "create", "--tenant", "default", "--name", "ci"],
+        ["secrets", "rotate"],
+    ],
+    ids=lambda args: " ".join(args),
+)
+async def test_a_command_without_agents_imports_no_agent_runtime(
+    args: list[str], tmp_path: Path
+) -> None:
+    # A fresh development install: the embedded SQLite database of `tmp_path`.
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OMNIFORGE_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _PROBE,
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**clean, "OMNIFORGE_DATA_DIR": str(tmp_path)},
+    )
+    async with asyncio.timeout(60):
+        out, err = await process.communicate()
+
+    assert process.returncode == 0, err.decode()
+    assert json.loads(out.decode().splitlines()[-1]) == []
