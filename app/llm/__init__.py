@@ -1,10 +1,34 @@
-"""The LLM gateway over LiteLLM: model list, router with fallbacks, cost, the demo model."""
+"""The LLM gateway over LiteLLM: model list, router with fallbacks, cost, the demo model.
+
+The gateway and the deployments' prices need LiteLLM, whose import costs seconds of CPU: they
+are imported on first use (`app.llm.LLMGateway`), so that code needing only the model list, the
+request types or the errors (a CLI command, the governance layer) does not pay for it."""
+
+from typing import TYPE_CHECKING, Any
 
 from app.llm.config import DEMO_MODEL, ModelList, load_model_list
 from app.llm.errors import LLMCallError, LLMErrorKind, ModelConfigError, UnknownModelError
-from app.llm.gateway import LLMEstimate, LLMGateway
-from app.llm.pricing import Deployment
 from app.llm.types import LLMDelta, LLMRequest, LLMResponse, LLMToolCall, ModelPrice
+
+if TYPE_CHECKING:
+    from app.llm.gateway import LLMEstimate, LLMGateway
+    from app.llm.pricing import Deployment
+
+_NEEDING_LITELLM = {
+    "LLMEstimate": "app.llm.gateway",
+    "LLMGateway": "app.llm.gateway",
+    "Deployment": "app.llm.pricing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _NEEDING_LITELLM.get(name)
+    if module is None:
+        raise AttributeError(f"module 'app.llm' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(module), name)
+
 
 __all__ = [
     "DEMO_MODEL",
