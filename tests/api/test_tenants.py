@@ -4,26 +4,29 @@ tenant is unknown or disabled is refused before anything else."""
 from pathlib import Path
 from uuid import uuid4
 
-import pytest
-
 from tests.api.helpers import assert_problem
-from tests.api.test_auth import ROUTES, Route
+from tests.api.test_auth import ROUTES
 from tests.service import Service
 from tests.test_cli import _omniforge
 
 PLATFORM = ("platform_admin",)
 
 
-@pytest.mark.parametrize("route", ROUTES, ids=str)
-async def test_a_token_of_an_unknown_tenant_is_refused_on_every_route(
-    service: Service, route: Route
-) -> None:
-    ghost = f"ghost-{uuid4().hex[:8]}"
-    url = route.url(task_id=str(uuid4()), chain_id=str(uuid4()), tenant_id=ghost)
-    async with service.client(ghost, roles=PLATFORM) as client:
-        response = await client.request(route.method, url, **route.request_kwargs())
-    body = assert_problem(response, 403, "tenant-unknown")
-    assert ghost in body["detail"]
+async def test_a_token_of_an_unknown_tenant_is_refused_on_every_route(service: Service) -> None:
+    """Each documented route, with a token of a tenant never created (another for each
+    route); the routes that answer otherwise are named together."""
+    wrong: dict[str, str] = {}
+    for route in ROUTES:
+        ghost = f"ghost-{uuid4().hex[:8]}"
+        url = route.url(task_id=str(uuid4()), chain_id=str(uuid4()), tenant_id=ghost)
+        async with service.client(ghost, roles=PLATFORM) as client:
+            response = await client.request(route.method, url, **route.request_kwargs())
+        try:
+            body = assert_problem(response, 403, "tenant-unknown")
+            assert ghost in body["detail"]
+        except AssertionError as exc:
+            wrong[str(route)] = f"{response.status_code}: {exc!r}"
+    assert wrong == {}
 
 
 async def test_a_platform_admin_creates_a_tenant_whose_tokens_work_at_once(
