@@ -8,10 +8,10 @@ it: this process's (one instance), or Redis's (every instance shares the windows
 operation one Lua script), which keeps deciding on the record while Redis is unreachable.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from app.governance.limits.memory import InProcessLimitStore
 from app.governance.limits.recorded import RecordedWindows
-from app.governance.limits.redis_store import RedisLimitStore
-from app.governance.limits.resilient import ResilientLimitStore
 from app.governance.limits.windows import (
     COST_UNIT,
     Grant,
@@ -25,6 +25,27 @@ from app.governance.limits.windows import (
     cost_units,
     usd_of_units,
 )
+
+if TYPE_CHECKING:
+    from app.governance.limits.redis_store import RedisLimitStore
+    from app.governance.limits.resilient import ResilientLimitStore
+
+# The Redis stores import the Redis client (a fifth of a second): only a deployment with Redis,
+# or code naming them, imports them.
+_WITH_REDIS = {
+    "RedisLimitStore": "app.governance.limits.redis_store",
+    "ResilientLimitStore": "app.governance.limits.resilient",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WITH_REDIS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'app.governance.limits' has no attribute {name!r}")
+    from importlib import import_module
+
+    return getattr(import_module(module), name)
+
 
 __all__ = [
     "COST_UNIT",
@@ -51,6 +72,9 @@ def make_limit_store(redis_url: str | None, *, history: History | None = None) -
     unreachable, each decides on the durable record), else this process's windows. Either
     fills a window it does not hold from `history` before it admits anything."""
     if redis_url:
+        from app.governance.limits.redis_store import RedisLimitStore
+        from app.governance.limits.resilient import ResilientLimitStore
+
         return ResilientLimitStore(
             RedisLimitStore(redis_url, history=history),
             RecordedWindows(history),
