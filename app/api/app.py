@@ -36,6 +36,7 @@ from app.api.openai_compat.router import router as openai_router
 from app.api.openapi import install_openapi
 from app.api.remote_agents.router import router as remote_agents_router
 from app.api.request_ids import RequestIds
+from app.api.root import router as root_router
 from app.api.schedules.firing import fire_schedule
 from app.api.schedules.router import router as schedules_router
 from app.api.secrets.router import router as secrets_router
@@ -56,7 +57,7 @@ from app.governance.limits import make_limit_store
 from app.governance.retention import Purge, RetentionDefaults
 from app.governance.tenants import TenantDirectory, ensure_default_tenant
 from app.governance.window_history import WindowHistory
-from app.observability.tracing import RunTracer
+from app.observability.tracing import RunTracer, service_version
 from app.resources.files import FileLibrary
 from app.resources.mcp import McpServers
 from app.resources.remote_agents import RemoteAgents
@@ -81,8 +82,6 @@ from app.tools.net.policy import ServiceListeners
 from app.tools.services import NetworkPolicy
 
 logger = logging.getLogger(__name__)
-
-API_VERSION = "1.0.0"
 
 
 @asynccontextmanager
@@ -239,7 +238,8 @@ def create_app(
     given (else by OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set)."""
     app = FastAPI(
         title="OmniForge",
-        version=API_VERSION,
+        # The package's version (pyproject.toml, as installed), as traces report it too.
+        version=service_version(),
         summary="Multi-tenant agent service: every agent operation is a tool call, every call "
         "a step of a persisted, streamed reasoning chain.",
         lifespan=_lifespan,
@@ -270,6 +270,7 @@ def create_app(
     # Outermost of all: every response names its request, and so does every log line.
     app.add_middleware(RequestIds)
     install_docs(app)
+    app.include_router(root_router)
     app.include_router(console_router)
     app.include_router(me_router)
     app.include_router(health.router)

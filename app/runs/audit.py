@@ -6,7 +6,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from app.chain import ReasoningChain, ReasoningStep, StepType, ToolType, VisibilityLevel
+from app.chain import (
+    ReasoningChain,
+    ReasoningStep,
+    StepType,
+    ToolType,
+    VisibilityLevel,
+    format_usd,
+)
 from app.governance.audit import AuditAction, audit_row
 from app.security.visibility import ReaderView, StepFacts
 
@@ -54,7 +61,7 @@ class ToolAuditor:
             "model": result.model,
             "input_tokens": result.input_tokens,
             "output_tokens": result.output_tokens,
-            "cost_usd": None if result.cost_usd is None else str(result.cost_usd),
+            "cost_usd": None if result.cost_usd is None else format_usd(result.cost_usd),
             "unpriced": result.unpriced,
         }
         if not result.success:

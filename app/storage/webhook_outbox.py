@@ -15,7 +15,7 @@ from uuid import UUID, uuid4
 from sqlalchemy import and_, exists, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.chain import ChainMetrics, TaskState
+from app.chain import ChainMetrics, TaskState, format_usd
 from app.storage.tables import (
     webhook_attempts,
     webhook_deliveries,
@@ -45,14 +45,15 @@ PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
 
 
 def usage_of(metrics: ChainMetrics) -> dict[str, Any]:
-    """A run's usage as a delivery reports it: tokens, calls and cost (a decimal string)."""
+    """A run's usage as a delivery reports it: tokens, calls and cost, a decimal string
+    written as the REST API writes money (`format_usd`), so both say the same amount alike."""
     return {
         "input_tokens": metrics.input_tokens,
         "output_tokens": metrics.output_tokens,
         "total_tokens": metrics.total_tokens,
         "llm_calls": metrics.llm_calls,
         "tool_calls": metrics.tool_calls,
-        "cost_usd": str(metrics.total_cost_usd),
+        "cost_usd": format_usd(metrics.total_cost_usd),
         "unpriced_calls": metrics.unpriced_calls,
     }
 

@@ -1,12 +1,14 @@
 """The audit log: tool calls, configuration changes and chain reads, each with its actor;
 filtered and paginated; append-only down to the database."""
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
+from app.chain import format_usd
 from tests.api.helpers import assert_problem, submit
 from tests.api.test_visibility import POLICY, SECRET, TOOLS, _script
 from tests.service import Service
@@ -53,7 +55,9 @@ async def test_tool_calls_configuration_changes_and_chain_reads_are_audited_with
     assert vault["details"]["task_id"] == accepted["task_id"]
     assert vault["details"]["result"] == {"name": "db", "stored": True}  # audit_level full
     llm = [event for event in tool_events if event["resource_id"] == "llm"]
-    assert all(event["details"]["cost_usd"] for event in llm)
+    costs = [event["details"]["cost_usd"] for event in llm]
+    # Priced, and written as the API writes money ("0.000021", not "0.000021000000").
+    assert all(Decimal(cost) > 0 and cost == format_usd(Decimal(cost)) for cost in costs)
     assert "result" not in by_tool["calculator"]["details"]  # audit_level basic
 
     reads = await _audit(service, tenant, action="chain.*")

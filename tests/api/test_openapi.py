@@ -1,6 +1,8 @@
 """The committed OpenAPI document is the app's, and documents every route's errors."""
 
+import importlib.metadata
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -8,7 +10,8 @@ from app.api.errors import PROBLEM_JSON
 from app.api.openapi import openapi_json
 from tests.api.test_auth import ROUTES
 
-COMMITTED = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = ROOT / "openapi" / "openapi.json"
 
 
 def _operations() -> list[tuple[str, str, dict[str, Any]]]:
@@ -24,6 +27,15 @@ def test_the_committed_document_is_what_the_app_generates() -> None:
     assert COMMITTED.read_text(encoding="utf-8") == openapi_json(), (
         "openapi/openapi.json is stale: run `omniforge openapi --output openapi/openapi.json`"
     )
+
+
+def test_the_documents_version_is_the_packages() -> None:
+    """The version in pyproject.toml, as installed: an editable install keeps the version it
+    was installed with, so a bump shows here until the package is installed again."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    document = json.loads(COMMITTED.read_text(encoding="utf-8"))
+    assert importlib.metadata.version(project["name"]) == project["version"]
+    assert document["info"]["version"] == project["version"]
 
 
 def test_every_api_route_documents_its_errors_as_problem_details() -> None:

@@ -177,6 +177,26 @@ async def test_a_replay_reproduces_a_two_tool_task_without_calling_the_model_or_
     assert source["usage"]["llm_calls"] == 3
 
 
+async def test_a_replay_without_a_body_is_one_with_the_defaults(
+    service: Service, tenant: str
+) -> None:
+    """Every field of a replay's body is optional: no body at all is the empty one."""
+    service.fake_llm.script(MODEL, Reply.text("Done."))
+    async with service.client(tenant) as client:
+        source = await run_to_end(
+            client, await client.post("/api/v1/tasks", json={"input": "Say done."})
+        )
+        path = f"/api/v1/tasks/{source['id']}/replay"
+        without_body = await run_to_end(client, await client.post(path))
+        empty_body = await run_to_end(client, await client.post(path, json={}))
+    assert len(service.fake_llm.requests_for(MODEL)) == 1
+    for replayed in (without_body, empty_body):
+        assert replayed["status"] == "completed", replayed
+        assert replayed["replayed_from"] == source["id"]
+        assert replayed["replay_report"]["match"] == "requests"
+        assert replayed["replay_report"]["reproduced"] is True
+
+
 async def test_after_the_instructions_change_the_replay_names_the_first_diverging_step(
     service: Service, tenant: str
 ) -> None:

@@ -129,6 +129,21 @@ async def test_a_failed_task_is_delivered_as_task_failed_with_its_error(
     assert "final_answer" not in data
 
 
+async def test_a_deliverys_cost_reads_as_the_rest_api_shows_it(
+    service: Service, hooked: str, receiver: WebhookReceiver
+) -> None:
+    await register(service, hooked, receiver, "/done", ["task.completed"])
+    service.fake_llm.script(MODEL, Reply.text("42.", prompt_tokens=10, completion_tokens=5))
+    async with service.client(hooked) as alice:
+        accepted = await submit(alice)
+        await stream(alice, accepted["task_id"])
+        task = (await alice.get(f"/api/v1/tasks/{accepted['task_id']}")).json()
+    [delivery] = await receiver.wait_for(1)
+    await settled(service)
+
+    assert delivery.json["data"]["usage"]["cost_usd"] == task["usage"]["total_cost_usd"]
+
+
 async def test_a_wait_for_approval_is_delivered_as_task_input_required(
     service: Service, hooked: str, receiver: WebhookReceiver
 ) -> None:

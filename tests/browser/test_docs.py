@@ -4,6 +4,7 @@ pages' Content-Security-Policy without a single violation."""
 
 from playwright.async_api import Page
 
+from app.observability.tracing import service_version
 from tests.browser.conftest import OfflinePage
 from tests.service import Service
 
@@ -26,7 +27,7 @@ async def test_swagger_ui_renders_offline(service: Service, offline_page: Offlin
     await submit.first.wait_for(timeout=WAIT_MS)
 
     title = await page.locator(".info .title").first.inner_text()
-    assert title.split() == ["OmniForge", "1.0.0", "OAS", "3.1"]
+    assert title.split() == ["OmniForge", service_version(), "OAS", "3.1"]
     assert await submit.count() == 1
     assert await page.locator(".opblock").count() > 50
     assert offline_page.outside == []

@@ -3,7 +3,7 @@
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query, status
+from fastapi import APIRouter, Body, Header, Query, status
 from fastapi.responses import JSONResponse, Response
 
 from app.api.access import RequireChainRead, RequireTaskCancel, RequireTaskCreate, RequireTaskRead
@@ -147,12 +147,18 @@ async def cancel(task_id: UUID, caller: RequireTaskCancel, state: State) -> Task
     responses=problems(401, 403, 404, 409, 422, 429),
 )
 async def replay(
-    task_id: UUID, request: ReplayRequest, caller: RequireTaskCreate, state: State
+    task_id: UUID,
+    # Every field has a default, so no body at all is a replay with the defaults.
+    request: Annotated[ReplayRequest, Body(default_factory=ReplayRequest)],
+    caller: RequireTaskCreate,
+    state: State,
 ) -> JSONResponse:
     """Starts a new task that runs the finished task again, every LLM and tool result taken
     from its chain: no model or tool is called and nothing is billed. Its `replay_report`
     says whether it reproduced the chain step for step, or where it first diverged and how
-    (the task then ends `failed`, `replay_diverged`). An unfinished task answers 409."""
+    (the task then ends `failed`, `replay_diverged`). The body is optional: without one,
+    the task's own agent version replays it matching `requests`. An unfinished task
+    answers 409."""
     submitted = await replay_task(state, caller, task_id, agent=request.agent, match=request.match)
     return _accepted(submitted)
 
