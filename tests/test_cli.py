@@ -50,7 +50,7 @@ async def test_run_on_the_embedded_default_answers_395_with_no_configuration() -
     assert code == 0, err
     assert "final answer   17 * 23 + 4 = 395." in out
     assert "tool call      calculator" in out
-    assert "Completed · 8 steps · 2 LLM calls · 1 other tool calls" in out
+    assert "Completed · 8 steps · 2 LLM calls · 1 other tool call · " in out
 
 
 async def test_run_json_prints_every_event_as_a_json_line() -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from app.agents.compaction import SUMMARY_PROMPT
 from app.chain.models import utc_now
+from app.llm.demo_brain import PLAIN_ANSWER
 from app.runs.agents import AgentDefinition, definition_document
 from app.storage import Database, upgrade_to_head
 from app.storage.agents import AgentRepository
@@ -94,9 +95,30 @@ async def test_chat_holds_a_two_turn_conversation_on_its_standard_input(
     # Its output was streamed: the model was asked to stream, and the text typed in live, whole,
     # though the run was under way before the turn's stream was opened.
     assert all(r.body.get("stream") is True for r in fake_llm.requests)
-    assert "  … It is 4.\n" in out
-    assert "  … Doubled, 8.\n" in out
+    assert out.count("It is 4.") == 1
+    assert out.count("Doubled, 8.") == 1
+    assert "(2 LLM calls · " in out
+    assert "(1 LLM call · " in out
     assert SUMMARY_PROMPT not in str(second)
+
+
+async def test_chat_on_the_demo_model_prints_each_answer_once_and_counts_in_the_singular(
+    tmp_path: Path,
+) -> None:
+    """A fresh install: no model list, the demo model answers, its reply typed in once."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OMNIFORGE_")}
+    env = {**clean, "OMNIFORGE_DATA_DIR": str(tmp_path)}
+
+    code, out, err = await _omniforge("chat", env=env, stdin="Hello\nWhat is 6*7?\n")
+
+    assert code == 0, err
+    assert out.count(PLAIN_ANSWER) == 1
+    assert f"agent> {PLAIN_ANSWER}\n" in out
+    assert out.count("6 * 7 = 42.") == 1
+    assert "agent> 6 * 7 = 42.\n" in out
+    assert "(1 LLM call · " in out
+    assert "(2 LLM calls · " in out
+    assert "1 LLM calls" not in out
 
 
 async def test_run_with_an_agent_uses_its_instructions(

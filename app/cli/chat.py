@@ -14,12 +14,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
+from app.cli.wording import counted
+
 if TYPE_CHECKING:
     import httpx
 
     from app.config import Settings
 
 _EXIT_WORDS = {"/exit", "/quit", "exit", "quit"}
+_SPEAKER = "agent> "
 _PREVIEW_CHARS = 160
 
 
@@ -134,20 +137,17 @@ class _TurnPrinter:
     def __init__(self, out: TextIO) -> None:
         self._out = out
         self._streaming = False
-        # The text the model's last reply typed in: a thought it holds is not printed again.
+        # The text the model's last reply typed in: a thought or an answer it holds is not
+        # printed again.
         self._typed = ""
+        # The LLM call (and its attempt) whose reply is typing in.
+        self._source: tuple[object, object] = (None, None)
         self._llm_calls: set[str] = set()
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         if kind == "output_delta":
             if data.get("kind", "content") == "content":
-                text = str(data.get("delta", ""))
-                if not self._streaming:
-                    self._write("  … ")
-                    self._streaming = True
-                    self._typed = ""
-                self._typed += text
-                self._write(text.replace("\n", "\n    "))
+                self._type_in(data)
             return
         self._end_stream()
         depth = data.get("depth")
@@ -161,13 +161,32 @@ class _TurnPrinter:
             if line:
                 self._write(f"  {line}\n")
         elif kind == "chain_completed":
-            answer = data.get("answer") or ""
-            self._write(f"agent> {answer}\n  ({_totals(data.get('metrics', {}))})\n")
+            answer = str(data.get("answer") or "")
+            if not answer or answer.strip() != self._typed.strip():
+                self._write(f"{_SPEAKER}{_indented(answer)}\n")
+            self._write(f"  ({_totals(data.get('metrics', {}))})\n")
         elif kind == "chain_failed":
             self._write(
-                f"agent> [failed: {data.get('error_code')}] {data.get('error_message')}\n"
+                f"{_SPEAKER}[failed: {data.get('error_code')}] {data.get('error_message')}\n"
                 f"  ({_totals(data.get('metrics', {}))})\n"
             )
+
+    def _type_in(self, data: dict[str, Any]) -> None:
+        """Types in the model's reply as it streams, as the agent speaking: the answer is
+        its last reply, so it is shown once, here, and not again when the run completes with
+        it. A call retried after its stream broke off streams again from the start, on a
+        line of its own."""
+        source = (data.get("correlation_id"), data.get("attempt"))
+        if self._streaming and source != self._source:
+            self._end_stream()
+        if not self._streaming:
+            self._write(_SPEAKER)
+            self._streaming = True
+            self._source = source
+            self._typed = ""
+        text = str(data.get("delta", ""))
+        self._typed += text
+        self._write(_indented(text))
 
     def refused(self, message: str) -> None:
         self._write(f"  refused: {message}\n")
@@ -222,9 +241,15 @@ def _problem(response: "httpx.Response") -> str:
 
 def _totals(metrics: dict[str, Any]) -> str:
     return (
-        f"{metrics.get('llm_calls', 0)} LLM calls · {metrics.get('total_tokens', 0)} tokens · "
+        f"{counted(int(metrics.get('llm_calls', 0)), 'LLM call')} · "
+        f"{counted(int(metrics.get('total_tokens', 0)), 'token')} · "
         f"${metrics.get('total_cost_usd', '0')}"
     )
+
+
+def _indented(text: str) -> str:
+    """The agent's text, its further lines under its first (after `agent> `)."""
+    return text.replace("\n", "\n" + " " * len(_SPEAKER))
 
 
 def _preview(value: object) -> str:

@@ -18,6 +18,7 @@ from app.chain import (
     ToolType,
     format_usd,
 )
+from app.cli.wording import counted
 from app.tools.models import OutputDelta
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -110,10 +111,13 @@ def _describe_step(step: ReasoningStep, llm_calls: set[UUID]) -> str:
 
 def _totals(metrics: ChainMetrics) -> str:
     tools = metrics.tool_calls - metrics.llm_calls
-    unpriced = f" (+{metrics.unpriced_calls} unpriced calls)" if metrics.unpriced_calls else ""
+    unpriced = (
+        f" (+{counted(metrics.unpriced_calls, 'unpriced call')})" if metrics.unpriced_calls else ""
+    )
     return (
-        f"{metrics.total_steps} steps · {metrics.llm_calls} LLM calls · {tools} other tool calls · "
-        f"{metrics.total_tokens} tokens ({metrics.input_tokens} in, {metrics.output_tokens} out) · "
+        f"{counted(metrics.total_steps, 'step')} · {counted(metrics.llm_calls, 'LLM call')} · "
+        f"{counted(tools, 'other tool call')} · {counted(metrics.total_tokens, 'token')} "
+        f"({metrics.input_tokens} in, {metrics.output_tokens} out) · "
         f"${format_usd(metrics.total_cost_usd)}{unpriced} · "
         f"{metrics.total_duration_ms:.1f} ms in calls"
     )

@@ -48,7 +48,7 @@ def register_demo_provider() -> None:
 
 
 def _reply(messages: list[dict[str, Any]], optional_params: dict[str, Any]) -> DemoReply:
-    return respond(messages, optional_params.get("tools"))
+    return respond(messages, optional_params.get("tools"), optional_params.get("response_format"))
 
 
 def _usage(

@@ -5,7 +5,9 @@ It answers arithmetic by calling `calculator`, "what time is it in <place>" by c
 speaks both native tool calling (when given `tools`) and the text ReAct format (when its system
 prompt asks for `Action:` / `Action Input:`). Arithmetic it cannot read, or a tool call that
 failed, makes it say plainly that it could not work the answer out, and why; a tool's error is
-never passed off as the answer.
+never passed off as the answer. Asked for a JSON Schema's shape, it gives its final answer as
+JSON built from the schema (`demo_structured`). The note of a task's attached files is context,
+never the question.
 """
 
 import json
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.llm.demo_arithmetic import read_arithmetic
+from app.llm.demo_structured import requested_schema, shaped_answer
 
 CALCULATOR = "calculator"
 CURRENT_TIME = "current_time"
@@ -33,6 +36,9 @@ UNREADABLE = (
 NO_CALCULATOR = "the calculator tool is not available to this task"
 _ERROR = re.compile(r"^Error \((?P<code>\w+)\): (?P<message>.*)$", re.DOTALL)
 _INVALID = re.compile(r"^invalid arguments for [^:]+: (?:\w+: )?")
+# How the note `AgentTask.conversation` adds after a task with attached files begins (in
+# `app.agents.models`, which the LLM layer does not import).
+_FILES_NOTE = "Files attached to this task"
 _REASON_CHARS = 160
 _QUOTED_TASK_CHARS = 80
 _TIME_QUESTION = re.compile(
@@ -44,6 +50,9 @@ _PLACE = re.compile(
     r"|\bnow\b|\btoday\b|$)",
     re.IGNORECASE,
 )
+
+
+_Schema = dict[str, Any] | bool | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,16 +68,22 @@ class DemoReply:
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
-def respond(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> DemoReply:
-    """The demo model's reply to a conversation."""
+def respond(
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    response_format: object = None,
+) -> DemoReply:
+    """The demo model's reply to a conversation; its final answer JSON matching the schema
+    the request asks for, in its `response_format` or its system prompt."""
+    schema = requested_schema(messages, response_format)
     if tools:
         names = {tool["function"]["name"] for tool in tools if tool.get("type") == "function"}
-        return _respond_native(messages, names)
+        return _respond_native(messages, names, schema)
     system = " ".join(_text(m) for m in messages if m.get("role") == "system")
     if "Action Input:" in system:
         names = {name for name in (CALCULATOR, CURRENT_TIME) if f"{name}:" in system}
-        return _respond_react(messages, names)
-    return DemoReply(PLAIN_ANSWER)
+        return _respond_react(messages, names, schema)
+    return DemoReply(_final(PLAIN_ANSWER, None, schema))
 
 
 def intents(task: str, available: set[str]) -> list[Intent]:
@@ -105,8 +120,10 @@ def unanswerable(task: str, available: set[str]) -> str | None:
     return None
 
 
-def _respond_native(messages: list[dict[str, Any]], available: set[str]) -> DemoReply:
-    task_index = _last_user_index(messages)
+def _respond_native(
+    messages: list[dict[str, Any]], available: set[str], schema: _Schema
+) -> DemoReply:
+    task_index = _task_index(messages, last=True)
     task = _text(messages[task_index]) if task_index >= 0 else ""
     later = messages[task_index + 1 :]
     results = [m for m in later if m.get("role") == "tool"]
@@ -117,17 +134,21 @@ def _respond_native(messages: list[dict[str, Any]], available: set[str]) -> Demo
             call = calls.get(result.get("tool_call_id", ""), {})
             arguments = _arguments(call.get("arguments"))
             answers.append(_describe(call.get("name", "tool"), arguments, _text(result)))
-        return DemoReply(_answer(answers, unanswerable(task, available)))
+        text = _answer(answers, unanswerable(task, available))
+        return DemoReply(_final(text, _first_result([_text(r) for r in results]), schema))
     planned = intents(task, available)
     if not planned:
         reason = unanswerable(task, available)
-        return DemoReply(PLAIN_ANSWER if reason is None else _could_not(reason))
+        text = PLAIN_ANSWER if reason is None else _could_not(reason)
+        return DemoReply(_final(text, None, schema))
     plan = "; then I will ".join(intent.plan for intent in planned)
     return DemoReply(f"I will {plan}.", [(i.tool, i.arguments) for i in planned])
 
 
-def _respond_react(messages: list[dict[str, Any]], available: set[str]) -> DemoReply:
-    task_index = next((i for i, m in enumerate(messages) if m.get("role") == "user"), -1)
+def _respond_react(
+    messages: list[dict[str, Any]], available: set[str], schema: _Schema
+) -> DemoReply:
+    task_index = _task_index(messages, last=False)
     task = _text(messages[task_index]) if task_index >= 0 else ""
     planned = intents(task, available)
     reason = unanswerable(task, available)
@@ -138,10 +159,10 @@ def _respond_react(messages: list[dict[str, Any]], available: set[str]) -> DemoR
     ]
     if not planned:
         if reason is not None:
-            return DemoReply(
-                f"Thought: I cannot work this out.\nFinal Answer: {_could_not(reason)}"
-            )
-        return DemoReply(f"Thought: No tool can help with this.\nFinal Answer: {PLAIN_ANSWER}")
+            answer = _final(_could_not(reason), None, schema)
+            return DemoReply(f"Thought: I cannot work this out.\nFinal Answer: {answer}")
+        answer = _final(PLAIN_ANSWER, None, schema)
+        return DemoReply(f"Thought: No tool can help with this.\nFinal Answer: {answer}")
     if len(observations) < len(planned):
         step = planned[len(observations)]
         return DemoReply(
@@ -152,9 +173,28 @@ def _respond_react(messages: list[dict[str, Any]], available: set[str]) -> DemoR
         _describe(step.tool, step.arguments, observation)
         for step, observation in zip(planned, observations, strict=False)
     ]
-    return DemoReply(
-        f"Thought: I now know the final answer.\nFinal Answer: {_answer(answers, reason)}"
-    )
+    answer = _final(_answer(answers, reason), _first_result(observations), schema)
+    return DemoReply(f"Thought: I now know the final answer.\nFinal Answer: {answer}")
+
+
+def _final(text: str, number: int | float | None, schema: _Schema) -> str:
+    """The final answer: `text`, or with a schema asked for, JSON of its shape holding `text`
+    and `number` (the arithmetic result, if any)."""
+    return text if schema is None else shaped_answer(schema, text, number)
+
+
+def _first_result(observations: list[str]) -> int | float | None:
+    """The first calculator result among the tool results: the answer as a number."""
+    for observation in observations:
+        try:
+            result = json.loads(observation)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(result, dict) and "expression" in result:
+            value = _number(result.get("result"))
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return value
+    return None
 
 
 def _answer(answers: list[str], reason: str | None) -> str:
@@ -220,9 +260,13 @@ def _arguments(raw: object) -> dict[str, Any]:
     return arguments if isinstance(arguments, dict) else {}
 
 
-def _last_user_index(messages: list[dict[str, Any]]) -> int:
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
+def _task_index(messages: list[dict[str, Any]], *, last: bool) -> int:
+    """Where the task is: the last (or first) user message, the note of attached files (context
+    that follows it) not counted; -1 when there is none."""
+    indexes = range(len(messages) - 1, -1, -1) if last else range(len(messages))
+    for index in indexes:
+        message = messages[index]
+        if message.get("role") == "user" and not _text(message).startswith(_FILES_NOTE):
             return index
     return -1
 

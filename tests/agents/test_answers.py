@@ -2,6 +2,7 @@
 arithmetic and its plain "could not", the answer `chain_completed` carries, and a failed tool
 result never being the answer of a completed task."""
 
+import json
 import math
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 
 from app.agents import AgentRuntime, AgentTask, RuntimeSettings
 from app.agents.react import ToolCallingMode
+from app.agents.spec import AgentSpec
 from app.chain import (
     ChainCompletedEvent,
     ChainEvent,
@@ -20,6 +22,8 @@ from app.chain import (
     StepType,
 )
 from app.config import Settings
+from app.llm.demo_brain import PLAIN_ANSWER
+from app.tools.schemas import applied_validator
 from tests.factories import fake_deployment, runtime_for
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 
@@ -149,6 +153,111 @@ async def test_without_the_calculator_it_says_it_cannot_calculate(demo: AgentRun
     assert _answer(events, chain) == (
         "I could not work this out: the calculator tool is not available to this task."
     )
+
+
+async def test_a_question_with_files_attached_is_answered_the_files_listing_being_context(
+    demo: AgentRuntime,
+) -> None:
+    attached = "0b6f0e64-2d8a-4d8e-9a43-3c7b1d4c9f10: notes.txt (text/plain, 12 bytes)"
+    run = demo.agent.start(AgentTask(input="What is 6*7?", attachments=[attached]))
+    events = [event async for event in run.events()]
+
+    assert _answer(events, run.chain) == "6 * 7 = 42."
+    assert _calculator_calls(run.chain) == ["6 * 7"]
+
+
+# The README's `support.yaml` agent.
+SUPPORT_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
+# Most of what a schema can ask for: the answer goes where it fits, the rest is made up.
+TICKET_SCHEMA = {
+    "$defs": {"level": {"type": "integer", "minimum": 1, "maximum": 5}},
+    "type": "object",
+    "properties": {
+        "category": {"enum": ["billing", "technical"]},
+        "version": {"const": 2},
+        "value": {"type": "number"},
+        "summary": {"type": "string", "minLength": 3, "maxLength": 200},
+        "priority": {"$ref": "#/$defs/level", "default": 3},
+        "confidence": {"type": "number", "exclusiveMinimum": 0.5, "maximum": 1},
+        "customer": {
+            "type": "object",
+            "properties": {
+                "email": {"type": "string", "format": "email"},
+                "since": {"type": "string", "format": "date"},
+                "plan": {"type": "string", "examples": ["pro"]},
+            },
+            "required": ["email", "since", "plan"],
+            "additionalProperties": False,
+        },
+        "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2, "uniqueItems": True},
+        "lines": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"n": {"type": "integer", "minimum": 10}}},
+            "minItems": 1,
+        },
+        "urgent": {"type": "boolean"},
+        "note": {"type": ["null", "string"]},
+        "optional": {"type": "string"},
+    },
+    "required": [
+        "category", "version", "value", "summary", "priority", "confidence", "customer", "tags",
+        "lines", "urgent", "note",
+    ],
+    "additionalProperties": False,
+}  # fmt: skip
+
+
+async def _structured(
+    runtime: AgentRuntime, schema: dict[str, object], question: str
+) -> tuple[object, str]:
+    """The output and answer of a task of an agent with `schema` as its response_format,
+    checked against the schema."""
+    agent = runtime.agent_for(AgentSpec(response_format=schema))
+    run = agent.start(AgentTask(input=question))
+    events = [event async for event in run.events()]
+    completed = events[-2]
+    assert isinstance(completed, ChainCompletedEvent), completed
+    assert completed.answer is not None
+    assert json.loads(completed.answer) == completed.output
+    assert list(applied_validator(schema).iter_errors(completed.output)) == []
+    return completed.output, completed.answer
+
+
+async def test_with_the_readmes_response_format_the_demo_answers_in_it(
+    demo: AgentRuntime,
+) -> None:
+    arithmetic, _ = await _structured(demo, SUPPORT_SCHEMA, "What is 6 times 7?")
+    plain, _ = await _structured(demo, SUPPORT_SCHEMA, "Hello")
+
+    assert arithmetic == {"answer": "6 * 7 = 42."}
+    assert plain == {"answer": PLAIN_ANSWER}
+
+
+async def test_with_a_rich_response_format_the_demo_answers_json_built_from_it(
+    demo: AgentRuntime,
+) -> None:
+    output, _ = await _structured(demo, TICKET_SCHEMA, "What is 6 times 7?")
+
+    assert isinstance(output, dict)
+    assert (output["category"], output["version"]) == ("billing", 2)
+    assert (output["value"], output["summary"]) == (42, "6 * 7 = 42.")
+    assert output["priority"] == 3
+    assert output["customer"]["plan"] == "pro"
+    assert "optional" not in output
+
+
+async def test_a_response_format_that_is_no_object_is_answered_too(demo: AgentRuntime) -> None:
+    number, _ = await _structured(demo, {"type": "number"}, "What is 6 times 7?")
+    words, _ = await _structured(
+        demo, {"type": "array", "items": {"type": "string"}, "minItems": 1}, "What is 6 times 7?"
+    )
+
+    assert number == 42
+    assert words == ["6 * 7 = 42."]
 
 
 def _scripted(server: FakeLLMServer, tmp_path: Path) -> AgentRuntime:

@@ -298,3 +298,82 @@ async def test_nesting_deeper_than_anyone_writes_is_read_only_as_deep_as_it_goes
     assert expression.strip("()") == "1 + 1"
     assert expression.count("(") < 100
     assert evaluate(expression) == 2
+
+
+def _asked_for(schema: dict[str, object]) -> dict[str, object]:
+    """An OpenAI `response_format`, as a deployment that enforces schemas is sent it."""
+    return {"type": "json_schema", "json_schema": {"name": "final_answer", "schema": schema}}
+
+
+async def test_its_final_answer_has_the_shape_of_a_response_format(gateway: LLMGateway) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "kind": {"enum": ["math", "other"], "default": "math"},
+            "result": {"type": "integer", "minimum": 0},
+            "explanation": {"type": "string"},
+            "unit": {"type": ["string", "null"]},
+            "extra": {"type": "string"},
+        },
+        "required": ["kind", "result", "explanation", "unit"],
+        "additionalProperties": False,
+    }
+    messages = _after_one_call("What is 6 * 7?", "6 * 7", '{"expression": "6 * 7", "result": 42}')
+
+    first = await gateway.complete(
+        LLMRequest(model=DEMO_MODEL, messages=_user("What is 6 * 7?"), tools=TOOLS)
+    )
+    final = await gateway.complete(
+        LLMRequest(
+            model=DEMO_MODEL, messages=messages, tools=TOOLS, response_format=_asked_for(schema)
+        )
+    )
+
+    assert first.tool_calls  # a tool-calling turn stays one
+    assert json.loads(final.content or "") == {
+        "kind": "math",
+        "result": 42,
+        "explanation": "6 * 7 = 42.",
+        "unit": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        ({"type": "string", "maxLength": 8}, "6 * 7 =…"),
+        ({"type": "integer", "exclusiveMinimum": 50}, 51),
+        ({"type": "number", "minimum": -5, "maximum": -2}, -2),
+        ({"type": "integer", "minimum": 1, "multipleOf": 5}, 5),
+        ({"type": "string", "pattern": "^[A-Z]+$", "examples": ["OK"]}, "OK"),
+        ({"anyOf": [{"type": "null"}, {"type": "string"}]}, "6 * 7 = 42."),
+        ({"oneOf": [{"const": "yes"}, {"const": "no"}]}, "yes"),
+        ({"type": "array", "prefixItems": [{"type": "boolean"}, {"type": "number"}]}, [False, 42]),
+        (
+            {"allOf": [{"properties": {"a": {"type": "string"}}, "required": ["a"]}]},
+            {"a": "6 * 7 = 42."},
+        ),
+        (
+            {
+                "$defs": {
+                    "node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}
+                },
+                "$ref": "#/$defs/node",
+                "required": ["next"],
+            },
+            {"next": {}},
+        ),
+    ],
+)
+async def test_a_response_format_is_filled_in_from_its_schema(
+    gateway: LLMGateway, schema: dict[str, object], expected: object
+) -> None:
+    messages = _after_one_call("What is 6 * 7?", "6 * 7", '{"expression": "6 * 7", "result": 42}')
+
+    final = await gateway.complete(
+        LLMRequest(
+            model=DEMO_MODEL, messages=messages, tools=TOOLS, response_format=_asked_for(schema)
+        )
+    )
+
+    assert json.loads(final.content or "") == expected
