@@ -2,7 +2,10 @@
 in a context that lets requests reach 127.0.0.1 only and records any other it refused; each
 test's page is photographed into test-artifacts/screenshots/ (kept by CI).
 
-`scripts/test` installs Chromium where it can, or stops saying why; a test here never skips."""
+`scripts/test` installs Chromium where it can, or stops saying why; a test here never skips.
+
+The console runs on Postgres alone: everything it shows comes through the API, whose tests
+run on both Postgres and SQLite, and a page driven in Chromium costs seconds of CPU."""
 
 import os
 import re
@@ -16,6 +19,7 @@ import pytest
 from aiohttp import web
 from playwright.async_api import Browser, Page, Playwright, Route, async_playwright
 
+from tests.conftest import fresh_database
 from tests.fakes.openai_server import FakeLLMServer
 from tests.service import Service, running_service, service_settings
 
@@ -34,6 +38,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 PAGES = Path(__file__).resolve().parent / "pages"
 LOCAL_HOST = "127.0.0.1"
+
+
+@pytest.fixture(scope="session", params=["postgres"])
+async def database_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    """The browser tests' database: Postgres alone (see above)."""
+    async with fresh_database("postgres", tmp_path_factory.mktemp("browser-db")) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
