@@ -65,3 +65,42 @@ async def test_a_command_without_agents_imports_no_agent_runtime(
 
     assert process.returncode == 0, err.decode()
     assert json.loads(out.decode().splitlines()[-1]) == []
+
+
+# Runs in a fresh interpreter: a command that builds the agent runtime, then whether the
+# collector runs again and how many objects its start-up left frozen.
+_COLLECTOR_PROBE = """
+import gc
+import json
+import sys
+
+from app.cli import main
+
+code = main(sys.argv[1:])
+print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+sys.exit(code)
+"""
+
+
+async def test_start_up_runs_with_the_collector_paused_and_leaves_what_it_built_frozen(
+    tmp_path: Path,
+) -> None:
+    """The runtime's import and build (LiteLLM's included) make objects that live as long as
+    the process: frozen, later collections skip them, and the collector is on again after."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OMNIFORGE_")}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _COLLECTOR_PROBE,
+        "models",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**clean, "OMNIFORGE_DATA_DIR": str(tmp_path)},
+    )
+    async with asyncio.timeout(60):
+        out, err = await process.communicate()
+
+    assert process.returncode == 0, err.decode()
+    collector = json.loads(out.decode().splitlines()[-1])
+    assert collector["enabled"] is True
+    assert collector["frozen"] > 100_000  # the runtime's modules, classes and tables
