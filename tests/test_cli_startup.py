@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,8 +68,9 @@ async def test_a_command_without_agents_imports_no_agent_runtime(
     assert json.loads(out.decode().splitlines()[-1]) == []
 
 
-# Runs in a fresh interpreter: a command that builds the agent runtime, then whether the
-# collector runs again and how many objects its start-up left frozen.
+# Runs in a fresh interpreter: a command that builds the agent runtime, called as the program
+# (`main()`) or by code with its own arguments, then whether the collector runs again and how
+# many objects were left frozen.
 _COLLECTOR_PROBE = """
 import gc
 import json
@@ -76,22 +78,24 @@ import sys
 
 from app.cli import main
 
-code = main(sys.argv[1:])
+how, arguments = sys.argv[1], sys.argv[2:]
+if how == "program":
+    sys.argv = ["omniforge", *arguments]
+    code = main()
+else:
+    code = main(arguments)
 print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
 sys.exit(code)
 """
 
 
-async def test_start_up_runs_with_the_collector_paused_and_leaves_what_it_built_frozen(
-    tmp_path: Path,
-) -> None:
-    """The runtime's import and build (LiteLLM's included) make objects that live as long as
-    the process: frozen, later collections skip them, and the collector is on again after."""
+async def _collector_after(how: str, tmp_path: Path) -> dict[str, Any]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OMNIFORGE_")}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
         _COLLECTOR_PROBE,
+        how,
         "models",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -99,8 +103,23 @@ async def test_start_up_runs_with_the_collector_paused_and_leaves_what_it_built_
     )
     async with asyncio.timeout(60):
         out, err = await process.communicate()
-
     assert process.returncode == 0, err.decode()
-    collector = json.loads(out.decode().splitlines()[-1])
+    collector: dict[str, Any] = json.loads(out.decode().splitlines()[-1])
+    return collector
+
+
+async def test_start_up_runs_with_the_collector_paused_and_leaves_what_it_built_frozen(
+    tmp_path: Path,
+) -> None:
+    """The runtime's import and build (LiteLLM's included) make objects that live as long as
+    the process: frozen, later collections skip them, and the collector is on again after."""
+    collector = await _collector_after("program", tmp_path)
     assert collector["enabled"] is True
     assert collector["frozen"] > 100_000  # the runtime's modules, classes and tables
+
+
+async def test_code_calling_the_cli_with_its_own_arguments_keeps_its_collector_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """A test (or a tool) running a command in its own process freezes nothing of its own."""
+    assert await _collector_after("code", tmp_path) == {"enabled": True, "frozen": 0}

@@ -11,7 +11,7 @@ import gc
 import importlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 from app.cli import agents, api_keys, chat, run, secrets, service, tenants, tokens
@@ -40,7 +40,9 @@ _LOADS = {"serve": "app.api"}
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    with _starting():
+    # As the program (no `argv`: the command line's), start-up runs with the collector paused;
+    # code calling `main` with its own arguments (a test, in a process it shares) is left as is.
+    with _starting() if argv is None else nullcontext():
         # Imported once the command line is known good: the settings' own import is a tenth
         # of a second that `--help` (or a usage error) need not pay.
         from app.cli.configuration import EXIT_USAGE, ConfigurationError, configured
