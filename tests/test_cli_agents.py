@@ -221,6 +221,10 @@ async def test_a_definition_the_tenant_cannot_run_applies_nothing_in_process(
         f"{prefix}kind: unknown kind 'planner' (react)",
         f"{prefix}model: unknown model 'no-such-model'; available: {MODEL}, demo",
         f"{prefix}tools.0: unknown tool 'vault_store'",  # the service's own test tool
+        # Whose models were checked: this machine's, which a running service need not share.
+        f"omniforge: in-process, the models are this machine's configuration's, the model list "
+        f"{service.settings.models_file}; a running service may have others: apply there with "
+        "--server URL --token T",
     ]
     async with service.client(tenant, sub="root", roles=ADMIN) as admin:
         helper = await admin.get("/api/v1/agents/helper")

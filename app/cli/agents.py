@@ -217,6 +217,20 @@ def _where(loc: Iterable[int | str]) -> str:
 # In-process, on the configured database.
 
 
+def _in_process_models(settings: "Settings") -> str:
+    """Says whose models an in-process check knows: this machine's configuration, which a
+    server's (where the definitions may be meant to run) need not match."""
+    where = (
+        f"the model list {settings.models_file}"
+        if settings.models_file is not None
+        else "no model list (OMNIFORGE_MODELS_FILE is unset): the offline demo model alone"
+    )
+    return (
+        f"in-process, the models are this machine's configuration's, {where}; a running "
+        "service may have others: apply there with --server URL --token T"
+    )
+
+
 async def _apply_locally(
     settings: "Settings", tenant_id: str, files: list[DefinitionFile]
 ) -> list[str]:
@@ -243,6 +257,8 @@ async def _apply_locally(
             except ApiError as exc:
                 problems.extend(_problem_lines(file.path, exc.detail, exc.errors))
         if problems:
+            if any("unknown model" in problem for problem in problems):
+                problems.append(_in_process_models(settings))
             raise CommandFailed(problems, EXIT_USAGE)
         lines: list[str] = []
         try:
