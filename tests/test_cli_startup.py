@@ -50,12 +50,17 @@ sys.exit(code)
 async def test_a_command_without_agents_imports_no_agent_runtime(
     args: list[str], tmp_path: Path
 ) -> None:
-    # A fresh development install: the embedded SQLite database of `tmp_path`.
+    assert await _probe(_PROBE, args, tmp_path) == []
+
+
+async def _probe(script: str, args: list[str], tmp_path: Path) -> Any:
+    """Runs `script` with `args` in a fresh interpreter, on a fresh development install (the
+    embedded SQLite database of `tmp_path`); what it printed last, as JSON."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OMNIFORGE_")}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        _PROBE,
+        script,
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -63,9 +68,8 @@ async def test_a_command_without_agents_imports_no_agent_runtime(
     )
     async with asyncio.timeout(60):
         out, err = await process.communicate()
-
     assert process.returncode == 0, err.decode()
-    assert json.loads(out.decode().splitlines()[-1]) == []
+    return json.loads(out.decode().splitlines()[-1])
 
 
 # Runs in a fresh interpreter: a command that builds the agent runtime, called as the program
@@ -90,21 +94,7 @@ sys.exit(code)
 
 
 async def _collector_after(how: str, tmp_path: Path) -> dict[str, Any]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("OMNIFORGE_")}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        _COLLECTOR_PROBE,
-        how,
-        "models",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**clean, "OMNIFORGE_DATA_DIR": str(tmp_path)},
-    )
-    async with asyncio.timeout(60):
-        out, err = await process.communicate()
-    assert process.returncode == 0, err.decode()
-    collector: dict[str, Any] = json.loads(out.decode().splitlines()[-1])
+    collector: dict[str, Any] = await _probe(_COLLECTOR_PROBE, [how, "models"], tmp_path)
     return collector
 
 

@@ -4,8 +4,9 @@ The gateway and the deployments' prices need LiteLLM, whose import costs seconds
 are imported on first use (`app.llm.LLMGateway`), so that code needing only the model list, the
 request types or the errors (a CLI command, the governance layer) does not pay for it."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from app.lazy import lazy_attributes
 from app.llm.config import DEMO_MODEL, ModelList, load_model_list
 from app.llm.errors import LLMCallError, LLMErrorKind, ModelConfigError, UnknownModelError
 from app.llm.types import LLMDelta, LLMRequest, LLMResponse, LLMToolCall, ModelPrice
@@ -14,21 +15,14 @@ if TYPE_CHECKING:
     from app.llm.gateway import LLMEstimate, LLMGateway
     from app.llm.pricing import Deployment
 
-_NEEDING_LITELLM = {
-    "LLMEstimate": "app.llm.gateway",
-    "LLMGateway": "app.llm.gateway",
-    "Deployment": "app.llm.pricing",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _NEEDING_LITELLM.get(name)
-    if module is None:
-        raise AttributeError(f"module 'app.llm' has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(module), name)
-
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "LLMEstimate": "app.llm.gateway",
+        "LLMGateway": "app.llm.gateway",
+        "Deployment": "app.llm.pricing",
+    },
+)
 
 __all__ = [
     "DEMO_MODEL",

@@ -1,7 +1,8 @@
 """Who is calling: JWT verification and the principal every query is scoped by."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from app.lazy import lazy_attributes
 from app.security.principal import Principal
 from app.security.tokens import AuthenticationFailed, TokenVerifier, mint_token
 
@@ -9,14 +10,9 @@ if TYPE_CHECKING:
     from app.security.jwks import JWKSClient
 
 
-def __getattr__(name: str) -> Any:
-    # The identity providers' key client imports httpx and cryptography (a tenth of a second):
-    # only a service with an identity provider, or code naming it, imports it.
-    if name == "JWKSClient":
-        from app.security.jwks import JWKSClient
-
-        return JWKSClient
-    raise AttributeError(f"module 'app.security' has no attribute {name!r}")
+# The identity providers' key client imports httpx and cryptography (a tenth of a second):
+# only a service with an identity provider, or code naming it, imports it.
+__getattr__ = lazy_attributes(__name__, {"JWKSClient": "app.security.jwks"})
 
 
 __all__ = ["AuthenticationFailed", "JWKSClient", "Principal", "TokenVerifier", "mint_token"]

@@ -175,21 +175,32 @@ async def tasks_and_conversations(service: Service, tenant: str) -> tuple[list[A
     return tasks, conversations
 
 
+async def call_once(
+    service: Service, tenant: str, tool: str, *then: Reply
+) -> tuple[str, list[Any], dict[str, Any]]:
+    """A task of the tenant's default agent whose model calls `tool` once (asking "What is
+    6*7?"), then replies `then`: its id, its events, and the call's result."""
+    service.fake_llm.script(
+        MODEL,
+        Reply.tool_calls([ToolCall(tool, {"message": "What is 6*7?"}, id="c1")]),
+        *then,
+    )
+    async with service.client(tenant) as client:
+        accepted = await submit(client, input=f"Ask through {tool}.")
+        events = await stream(client, accepted["task_id"])
+    return accepted["task_id"], events, result_of(events, tool)
+
+
 async def test_the_tenants_own_agent_called_as_a_remote_agent_is_refused_as_a_cycle(
     service: Service,
 ) -> None:
     tenant = await tenant_calling_itself(service)
     await own_agent_registered(service, tenant, "self", "default")
-    service.fake_llm.script(
-        MODEL,
-        Reply.tool_calls([ToolCall("self__calculator", {"message": "What is 6*7?"}, id="s1")]),
-        Reply.text("I cannot ask myself."),
-    )
-    async with service.client(tenant) as client:
-        accepted = await submit(client, input="Ask yourself.")
-        events = await stream(client, accepted["task_id"])
 
-    result = result_of(events, "self__calculator")
+    _, events, result = await call_once(
+        service, tenant, "self__calculator", Reply.text("I cannot ask myself.")
+    )
+
     assert result["success"] is False
     assert result["error_code"] == "agent_cycle"
     assert "agent 'default' already works above this message" in result["error"]
@@ -208,23 +219,21 @@ async def test_a_call_across_agents_of_this_service_is_not_a_cycle(service: Serv
     tenant = await tenant_calling_itself(service)
     await define_agent(service, tenant, "helper", tools=[])
     await own_agent_registered(service, tenant, "helper", "helper")
-    service.fake_llm.script(
-        MODEL,
-        Reply.tool_calls([ToolCall("helper__answer", {"message": "What is 6*7?"}, id="h1")]),
+
+    task_id, _, result = await call_once(
+        service,
+        tenant,
+        "helper__answer",
         Reply.text("42."),  # the helper's answer, through A2A
         Reply.text("The helper says 42."),
     )
-    async with service.client(tenant) as client:
-        accepted = await submit(client, input="Ask the helper.")
-        events = await stream(client, accepted["task_id"])
 
-    result = result_of(events, "helper__answer")
     assert result["success"] is True, result
     assert result["result"] == "42."
     tasks, conversations = await tasks_and_conversations(service, tenant)
     [helper] = [t for t in tasks if t["agent_name"] == "helper"]
     # It keeps the trail it came with: the task whose call reached it.
-    assert helper["metadata"] == {"a2a_trail": [accepted["task_id"]]}
+    assert helper["metadata"] == {"a2a_trail": [task_id]}
     assert len(conversations) == 1
 
 
@@ -243,16 +252,11 @@ async def test_the_depth_limit_counts_the_hops_through_remote_agents(shallow: Se
     tenant = await tenant_calling_itself(service)
     await define_agent(service, tenant, "helper", tools=[])
     await own_agent_registered(service, tenant, "helper", "helper")
-    service.fake_llm.script(
-        MODEL,
-        Reply.tool_calls([ToolCall("helper__answer", {"message": "What is 6*7?"}, id="h1")]),
-        Reply.text("The helper is out of reach."),
-    )
-    async with service.client(tenant) as client:
-        accepted = await submit(client, input="Ask the helper.")
-        events = await stream(client, accepted["task_id"])
 
-    result = result_of(events, "helper__answer")
+    _, _, result = await call_once(
+        service, tenant, "helper__answer", Reply.text("The helper is out of reach.")
+    )
+
     assert result["success"] is False
     assert result["error_code"] == "agent_depth_exceeded"
     assert "agent 'helper' would run at depth 1" in result["error"]

@@ -8,7 +8,7 @@ it: this process's (one instance), or Redis's (every instance shares the windows
 operation one Lua script), which keeps deciding on the record while Redis is unreachable.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from app.governance.limits.memory import InProcessLimitStore
 from app.governance.limits.recorded import RecordedWindows
@@ -25,6 +25,7 @@ from app.governance.limits.windows import (
     cost_units,
     usd_of_units,
 )
+from app.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from app.governance.limits.redis_store import RedisLimitStore
@@ -32,20 +33,13 @@ if TYPE_CHECKING:
 
 # The Redis stores import the Redis client (a fifth of a second): only a deployment with Redis,
 # or code naming them, imports them.
-_WITH_REDIS = {
-    "RedisLimitStore": "app.governance.limits.redis_store",
-    "ResilientLimitStore": "app.governance.limits.resilient",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _WITH_REDIS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'app.governance.limits' has no attribute {name!r}")
-    from importlib import import_module
-
-    return getattr(import_module(module), name)
-
+__getattr__ = lazy_attributes(
+    __name__,
+    {
+        "RedisLimitStore": "app.governance.limits.redis_store",
+        "ResilientLimitStore": "app.governance.limits.resilient",
+    },
+)
 
 __all__ = [
     "COST_UNIT",
