@@ -14,6 +14,8 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.errors import OmniForgeError
+
 MIN_JWT_SECRET_BYTES = 32
 SECRETS_KEY_BYTES = 32
 # The longest retention a tenant or the platform may set: ten years.
@@ -27,7 +29,7 @@ _ORIGIN = re.compile(r"https?://[^/\s:*]+(:[0-9]{1,5})?")
 CommaList = Annotated[list[str], NoDecode]
 
 
-class InsecureSettings(ValueError):
+class InsecureSettings(OmniForgeError, ValueError):
     """Settings that would be unsafe outside development."""
 
 

@@ -10,13 +10,14 @@ from collections.abc import Mapping
 from app.agents.base import AgentParts, CoTAgent
 from app.agents.react import ReActAgent
 from app.agents.spec import DEFAULT_KIND, KIND_PATTERN, AgentSpec
+from app.errors import OmniForgeError
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "omniforge.agent_kinds"
 
 
-class UnknownAgentKind(KeyError):
+class UnknownAgentKind(OmniForgeError, KeyError):
     def __init__(self, kind: str, known: list[str]) -> None:
         super().__init__(kind)
         self.kind = kind

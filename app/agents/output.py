@@ -19,6 +19,7 @@ from jsonschema.exceptions import ValidationError, relevance
 from jsonschema.protocols import Validator
 from referencing.exceptions import Unresolvable
 
+from app.errors import OmniForgeError
 from app.tools.patterns import PatternTimeout, pattern_budget
 from app.tools.schemas import SchemaRefused, applied_validator
 
@@ -32,7 +33,7 @@ _MAX_ERROR_CHARS = 300
 _FENCE = re.compile(r"\A```(?:json)?[ \t]*\n(?P<body>.*?)\n?[ \t]*```\Z", re.DOTALL | re.IGNORECASE)
 
 
-class InvalidResponseFormat(ValueError):
+class InvalidResponseFormat(OmniForgeError, ValueError):
     """The `response_format` is no usable JSON Schema; no answer could ever match it."""
 
 

@@ -1,6 +1,7 @@
 """One mapping from errors to RFC 9457 problem details (`application/problem+json`)."""
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,6 +12,40 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from app.errors import (
+    AGENT_ARCHIVED,
+    AGENT_BUILTIN,
+    AGENT_EXISTS,
+    APPROVAL_DECIDED,
+    BAD_REQUEST,
+    CONVERSATION_BUSY,
+    DOCUMENT_REFUSED,
+    DOCUMENT_TOO_LARGE,
+    FORBIDDEN,
+    HTTP_ERROR,
+    IDEMPOTENCY_KEY_REUSED,
+    INTERNAL,
+    MCP_SERVER_EXISTS,
+    METHOD_NOT_ALLOWED,
+    MODEL_NOT_APPROVED,
+    NOT_FOUND,
+    PAYLOAD_TOO_LARGE,
+    PROBLEM_BASE,
+    RATE_LIMITED,
+    REMOTE_AGENT_EXISTS,
+    SCHEDULE_UNRESUMABLE,
+    TASK_FINISHED,
+    TASK_UNFINISHED,
+    TENANT_DISABLED,
+    TENANT_EXISTS,
+    TENANT_UNKNOWN,
+    UNAUTHORIZED,
+    UNAVAILABLE,
+    VALIDATION,
+    OmniForgeError,
+    ProblemType,
+    problem_catalogue,
+)
 from app.governance.quotas import QuotaRefusal, RateLimited, retry_after_header
 from app.runs.agents import AgentArchived, UnknownAgent
 from app.runs.errors import (
@@ -29,57 +64,52 @@ from app.storage.pagination import InvalidCursor
 from app.storage.runs import ConversationBusy
 from app.storage.tenants import TenantExists
 from app.tools.documents import DocumentRefused, DocumentTooLarge
+from app.tools.errors import FieldError
+
+__all__ = [  # the problem types, for the routes that name them
+    "AGENT_ARCHIVED",
+    "AGENT_BUILTIN",
+    "AGENT_EXISTS",
+    "APPROVAL_DECIDED",
+    "BAD_REQUEST",
+    "CONVERSATION_BUSY",
+    "DOCUMENT_REFUSED",
+    "DOCUMENT_TOO_LARGE",
+    "FORBIDDEN",
+    "IDEMPOTENCY_KEY_REUSED",
+    "INTERNAL",
+    "MCP_SERVER_EXISTS",
+    "METHOD_NOT_ALLOWED",
+    "MODEL_NOT_APPROVED",
+    "NOT_FOUND",
+    "PAYLOAD_TOO_LARGE",
+    "PROBLEM_BASE",
+    "RATE_LIMITED",
+    "REMOTE_AGENT_EXISTS",
+    "SCHEDULE_UNRESUMABLE",
+    "TASK_FINISHED",
+    "TASK_UNFINISHED",
+    "TENANT_DISABLED",
+    "TENANT_EXISTS",
+    "TENANT_UNKNOWN",
+    "UNAUTHORIZED",
+    "UNAVAILABLE",
+    "VALIDATION",
+    "ApiError",
+    "FieldProblem",
+    "Problem",
+    "ProblemType",
+    "problem_catalogue",
+]
 
 logger = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
-PROBLEM_BASE = "https://omniforge.dev/problems/"
 
-
-@dataclass(frozen=True, slots=True)
-class ProblemType:
-    slug: str
-    title: str
-    status: int
-
-    @property
-    def uri(self) -> str:
-        return PROBLEM_BASE + self.slug
-
-
-BAD_REQUEST = ProblemType("bad-request", "Bad request", 400)
-UNAUTHORIZED = ProblemType("unauthorized", "Authentication required", 401)
-FORBIDDEN = ProblemType("forbidden", "Permission denied", 403)
-TENANT_UNKNOWN = ProblemType("tenant-unknown", "Unknown tenant", 403)
-TENANT_DISABLED = ProblemType("tenant-disabled", "Tenant disabled", 403)
-TENANT_EXISTS = ProblemType("tenant-exists", "Tenant already exists", 409)
-NOT_FOUND = ProblemType("not-found", "Not found", 404)
-METHOD_NOT_ALLOWED = ProblemType("method-not-allowed", "Method not allowed", 405)
-TASK_FINISHED = ProblemType("task-finished", "Task already finished", 409)
-TASK_UNFINISHED = ProblemType("task-unfinished", "Task not finished yet", 409)
-AGENT_EXISTS = ProblemType("agent-exists", "Agent already exists", 409)
-AGENT_ARCHIVED = ProblemType("agent-archived", "Agent archived", 409)
-AGENT_BUILTIN = ProblemType("agent-builtin", "Built-in agent", 409)
-MCP_SERVER_EXISTS = ProblemType("mcp-server-exists", "MCP server already exists", 409)
-REMOTE_AGENT_EXISTS = ProblemType("remote-agent-exists", "Remote agent already exists", 409)
-CONVERSATION_BUSY = ProblemType("conversation-busy", "Conversation busy", 409)
-APPROVAL_DECIDED = ProblemType("approval-decided", "Approval already decided", 409)
-SCHEDULE_UNRESUMABLE = ProblemType("schedule-unresumable", "Schedule cannot resume", 409)
-PAYLOAD_TOO_LARGE = ProblemType("payload-too-large", "Request body too large", 413)
-DOCUMENT_TOO_LARGE = ProblemType("document-too-large", "Document too large to read", 413)
-DOCUMENT_REFUSED = ProblemType("document-refused", "Document over its reading limits", 422)
-VALIDATION = ProblemType("validation-error", "Invalid request", 422)
-MODEL_NOT_APPROVED = ProblemType("model-not-approved", "Model not approved", 422)
-IDEMPOTENCY_KEY_REUSED = ProblemType(
-    "idempotency-key-reused", "Idempotency key used with another request", 422
-)
-RATE_LIMITED = ProblemType("rate-limited", "Rate limit reached", 429)
-INTERNAL = ProblemType("internal-error", "Internal server error", 500)
-UNAVAILABLE = ProblemType("service-unavailable", "Service unavailable", 503)
 # When a client may try again after a 503 for an unreachable database.
 RETRY_AFTER_S = 1.0
 
-_BY_STATUS = {
+HTTP_PROBLEMS = {
     p.status: p
     for p in (BAD_REQUEST, UNAUTHORIZED, NOT_FOUND, METHOD_NOT_ALLOWED, PAYLOAD_TOO_LARGE)
 }
@@ -118,8 +148,9 @@ class Problem(BaseModel):
     )
 
 
-class ApiError(Exception):
-    """An HTTP-level refusal raised by the API layer itself."""
+class ApiError(OmniForgeError):
+    """A refusal raised by the API layer itself, its problem type chosen where it is raised
+    (the input a route reads, a feature this service runs without)."""
 
     def __init__(
         self,
@@ -167,79 +198,123 @@ def problem_response(
     )
 
 
-def _as_api_error(exc: Exception) -> ApiError | None:
-    """The one table from domain errors to problems."""
-    match exc:
-        case ApiError():
-            return exc
-        case AuthenticationFailed():
-            challenge = 'Bearer realm="omniforge"'
-            if exc.token_given:  # RFC 6750: no error code when no token was sent
-                challenge += f', error="invalid_token", error_description="{exc.reason}"'
-            return ApiError(UNAUTHORIZED, exc.reason, headers={"WWW-Authenticate": challenge})
-        case NotFound():
-            return ApiError(NOT_FOUND, str(exc))
-        case Forbidden():
-            return ApiError(FORBIDDEN, str(exc), permission=exc.permission)
-        case TenantRefused():
-            problem = TENANT_DISABLED if exc.disabled else TENANT_UNKNOWN
-            return ApiError(problem, str(exc))
-        case TenantExists():
-            return ApiError(TENANT_EXISTS, str(exc))
-        case ToolsNotPermitted():
-            errors = [
-                FieldProblem(field=f"body.{p.field}", message=p.message) for p in exc.problems
-            ]
-            # Not a missing permission but a missing role: `errors` names it per tool.
-            return ApiError(
-                FORBIDDEN, "the task names tools the caller's roles may not use", errors=errors
-            )
-        case TaskAlreadyFinished():
-            return ApiError(TASK_FINISHED, str(exc))
-        case TaskUnfinished():
-            return ApiError(TASK_UNFINISHED, str(exc))
-        case AgentArchived():
-            return ApiError(AGENT_ARCHIVED, str(exc), extra={"agent": exc.name})
-        case AgentExists():
-            return ApiError(AGENT_EXISTS, str(exc), extra={"agent": exc.name})
-        case UnknownAgent():
-            errors = [FieldProblem(field="body.agent", message=str(exc))]
-            return ApiError(VALIDATION, str(exc), errors=errors)
-        case ConversationBusy():
-            extra = {} if exc.running is None else {"running_task_id": str(exc.running)}
-            return ApiError(CONVERSATION_BUSY, str(exc), extra=extra)
-        case ModelNotApproved():
-            errors = [
-                FieldProblem(field=f"body.{p.field}", message=p.message) for p in exc.problems
-            ]
-            return ApiError(
-                MODEL_NOT_APPROVED,
-                f"model {exc.model!r} is not approved for this tenant",
-                errors=errors,
-                extra={"approved": exc.approved},
-            )
-        case RateLimited():
-            refusal = exc.refusal
-            headers = rate_limit_headers(refusal)
-            return ApiError(
-                RATE_LIMITED,
-                str(exc),
-                headers=headers,
-                extra={"limit": refusal.limit, "retry_after_s": refusal.retry_after_s},
-            )
-        case InvalidSubmission():
-            errors = [
-                FieldProblem(field=f"body.{p.field}", message=p.message) for p in exc.problems
-            ]
-            return ApiError(VALIDATION, "the task cannot be run as submitted", errors=errors)
-        case InvalidCursor():
-            errors = [FieldProblem(field="query.cursor", message=str(exc))]
-            return ApiError(VALIDATION, str(exc), errors=errors)
-        case DocumentRefused():
-            problem = DOCUMENT_TOO_LARGE if isinstance(exc, DocumentTooLarge) else DOCUMENT_REFUSED
-            errors = [FieldProblem(field="body.file", message=exc.detail)]
-            return ApiError(problem, f"the file is not stored: {exc.detail}", errors=errors)
+def _fields(where: str, problems: list[FieldError]) -> list[FieldProblem]:
+    return [FieldProblem(field=f"{where}.{p.field}", message=p.message) for p in problems]
+
+
+def _challenge(exc: AuthenticationFailed) -> dict[str, str]:
+    challenge = 'Bearer realm="omniforge"'
+    if exc.token_given:  # RFC 6750: no error code when no token was sent
+        challenge += f', error="invalid_token", error_description="{exc.reason}"'
+    return {"WWW-Authenticate": challenge}
+
+
+def _document_problem(exc: DocumentRefused) -> ProblemType:
+    return DOCUMENT_TOO_LARGE if isinstance(exc, DocumentTooLarge) else DOCUMENT_REFUSED
+
+
+def _api_error(exc: Any) -> ApiError:
+    assert isinstance(exc, ApiError)
+    return exc
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """How one class of error is answered: its problem type (`problems[0]`, unless `choose`
+    picks another of `problems`), and what of the error the problem carries."""
+
+    problems: tuple[ProblemType, ...]
+    choose: Callable[[Any], ProblemType] | None = None
+    detail: Callable[[Any], str] = str
+    errors: Callable[[Any], list[FieldProblem] | None] = lambda _: None
+    headers: Callable[[Any], dict[str, str] | None] = lambda _: None
+    members: Callable[[Any], dict[str, Any]] = lambda _: {}
+
+    def of(self, exc: Any) -> "ApiError":
+        problem = self.choose(exc) if self.choose is not None else self.problems[0]
+        members = self.members(exc)
+        return ApiError(
+            problem,
+            self.detail(exc),
+            errors=self.errors(exc),
+            headers=self.headers(exc),
+            permission=members.pop("permission", None),
+            extra=members,
+        )
+
+
+# The one table from errors to problems, looked up along the error's class hierarchy: a class
+# without a row is answered as its nearest ancestor's. Every adapter reads it (REST, A2A, the
+# OpenAI-compatible endpoint), and the documentation's error table lists its problem types.
+ANSWERS: dict[type[OmniForgeError], Answer] = {
+    AuthenticationFailed: Answer((UNAUTHORIZED,), detail=lambda e: e.reason, headers=_challenge),
+    NotFound: Answer((NOT_FOUND,)),
+    Forbidden: Answer((FORBIDDEN,), members=lambda e: {"permission": e.permission}),
+    TenantRefused: Answer(
+        (TENANT_UNKNOWN, TENANT_DISABLED),
+        choose=lambda e: TENANT_DISABLED if e.disabled else TENANT_UNKNOWN,
+    ),
+    TenantExists: Answer((TENANT_EXISTS,)),
+    InvalidSubmission: Answer(
+        (VALIDATION,),
+        detail=lambda _: "the task cannot be run as submitted",
+        errors=lambda e: _fields("body", e.problems),
+    ),
+    # Not a missing permission but a missing role: `errors` names it per tool.
+    ToolsNotPermitted: Answer(
+        (FORBIDDEN,),
+        detail=lambda _: "the task names tools the caller's roles may not use",
+        errors=lambda e: _fields("body", e.problems),
+    ),
+    ModelNotApproved: Answer(
+        (MODEL_NOT_APPROVED,),
+        detail=lambda e: f"model {e.model!r} is not approved for this tenant",
+        errors=lambda e: _fields("body", e.problems),
+        members=lambda e: {"approved": e.approved},
+    ),
+    TaskAlreadyFinished: Answer((TASK_FINISHED,)),
+    TaskUnfinished: Answer((TASK_UNFINISHED,)),
+    AgentArchived: Answer((AGENT_ARCHIVED,), members=lambda e: {"agent": e.name}),
+    AgentExists: Answer((AGENT_EXISTS,), members=lambda e: {"agent": e.name}),
+    UnknownAgent: Answer(
+        (VALIDATION,), errors=lambda e: [FieldProblem(field="body.agent", message=str(e))]
+    ),
+    ConversationBusy: Answer(
+        (CONVERSATION_BUSY,),
+        members=lambda e: {} if e.running is None else {"running_task_id": str(e.running)},
+    ),
+    RateLimited: Answer(
+        (RATE_LIMITED,),
+        headers=lambda e: rate_limit_headers(e.refusal),
+        members=lambda e: {"limit": e.refusal.limit, "retry_after_s": e.refusal.retry_after_s},
+    ),
+    InvalidCursor: Answer(
+        (VALIDATION,), errors=lambda e: [FieldProblem(field="query.cursor", message=str(e))]
+    ),
+    DocumentRefused: Answer(
+        (DOCUMENT_REFUSED, DOCUMENT_TOO_LARGE),
+        choose=_document_problem,
+        detail=lambda e: f"the file is not stored: {e.detail}",
+        errors=lambda e: [FieldProblem(field="body.file", message=e.detail)],
+    ),
+}
+
+
+def answer_for(kind: type[BaseException]) -> Answer | None:
+    """The row of the table that answers errors of this class (its own, or its nearest
+    ancestor's); None for one the table does not answer (a fault: `internal-error`)."""
+    for ancestor in kind.__mro__:
+        answer = ANSWERS.get(ancestor)
+        if answer is not None:
+            return answer
     return None
+
+
+def _as_api_error(exc: BaseException) -> ApiError | None:
+    if isinstance(exc, ApiError):
+        return exc
+    answer = answer_for(type(exc))
+    return None if answer is None else answer.of(exc)
 
 
 def error_response(exc: Exception) -> JSONResponse:
@@ -291,7 +366,9 @@ def rate_limit_headers(refusal: QuotaRefusal) -> dict[str, str]:
 
 async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     if _as_api_error(exc) is None:
-        return await _unexpected(request, exc)
+        # Not the client's to hear of: on to the outer layers (an unreachable store is
+        # answered 503 by `app.api.unavailable`; anything else is a fault, `internal-error`).
+        raise exc
     return error_response(exc)
 
 
@@ -306,8 +383,8 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    problem = _BY_STATUS.get(exc.status_code) or ProblemType(
-        "http-error", "HTTP error", exc.status_code
+    problem = HTTP_PROBLEMS.get(exc.status_code) or ProblemType(
+        HTTP_ERROR.slug, HTTP_ERROR.title, exc.status_code, HTTP_ERROR.description
     )
     detail = exc.detail if isinstance(exc.detail, str) else problem.title
     if exc.status_code == 404:
@@ -358,25 +435,8 @@ def unavailable_response(
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    for domain_error in (
-        ApiError,
-        AuthenticationFailed,
-        NotFound,
-        Forbidden,
-        TenantRefused,
-        TenantExists,
-        TaskAlreadyFinished,
-        TaskUnfinished,
-        InvalidSubmission,
-        InvalidCursor,
-        DocumentRefused,
-        RateLimited,
-        AgentArchived,
-        AgentExists,
-        UnknownAgent,
-        ConversationBusy,
-    ):
-        app.add_exception_handler(domain_error, _domain_error)
+    # Starlette too finds a handler along the error's classes: one for all of ours.
+    app.add_exception_handler(OmniForgeError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -12,6 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from app.api.state import AppState
+from app.errors import OmniForgeError
 from app.observability.json_logs import uvicorn_log_config
 from app.tools.net.policy import ServiceListeners
 
@@ -25,7 +26,7 @@ def listeners_of(app: FastAPI) -> ServiceListeners:
     return listeners
 
 
-class ServerDidNotStart(RuntimeError):
+class ServerDidNotStart(OmniForgeError, RuntimeError):
     """uvicorn ended before serving (its log says why)."""
 
 

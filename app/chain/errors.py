@@ -3,9 +3,10 @@
 from typing import Any
 
 from app.chain.enums import ErrorCode
+from app.errors import OmniForgeError
 
 
-class ChainAbort(Exception):
+class ChainAbort(OmniForgeError):
     """Raised anywhere in a run to end its chain with `error_code`; the chain is kept."""
 
     def __init__(

@@ -12,6 +12,7 @@ from app.chain.budget import Budget, BudgetLimit, RemainingBudget, Usage, remain
 from app.chain.enums import ChainStatus, ErrorCode, StepType, ToolType, VisibilityLevel
 from app.chain.money import USD
 from app.chain.replay import ReplayMatch, ReplayReport, StepDifference, ended, step_difference
+from app.errors import OmniForgeError
 
 
 def utc_now() -> datetime:
@@ -515,7 +516,7 @@ class ReasoningChain(_Model):
         return None
 
 
-class ChainDiverged(Exception):
+class ChainDiverged(OmniForgeError):
     """A run did not do what the chain it replays says was done: a resumed run cannot go on
     from its stored steps, a replay did not reproduce its recording."""
 

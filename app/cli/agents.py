@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from app.errors import OmniForgeError
+
 if TYPE_CHECKING:
     import httpx
 
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-class CommandFailed(Exception):
+class CommandFailed(OmniForgeError):
     """What stopped a command: one line per problem, its exit status, and the lines of what
     it had done before (printed first)."""
 

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 from app.cli.wording import counted
+from app.errors import OmniForgeError
 
 if TYPE_CHECKING:
     import httpx
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace, settings: "Settings") -> int:
         return 130
 
 
-class ChatError(Exception):
+class ChatError(OmniForgeError):
     """A refusal of the service, or no service: one line for the user."""
 
 

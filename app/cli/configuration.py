@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from app.config import InsecureSettings, Settings
+from app.errors import OmniForgeError
 
 if TYPE_CHECKING:
     from app.agents import AgentRuntime
@@ -16,7 +17,7 @@ EXIT_USAGE = 2
 RUNTIME_COMMANDS = ("serve", "run", "tools", "models")
 
 
-class ConfigurationError(Exception):
+class ConfigurationError(OmniForgeError):
     """Settings a command cannot work with; the message is one line naming the setting."""
 
 

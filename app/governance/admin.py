@@ -8,6 +8,7 @@ import re
 
 from app.chain.models import utc_now
 from app.config import Settings
+from app.errors import OmniForgeError
 from app.governance.audit import AuditAction, audit_row
 from app.storage import Database
 from app.storage.audit import AuditRepository
@@ -17,7 +18,7 @@ from app.storage.tenants import TenantExists, TenantRepository
 _TENANT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$")
 
 
-class TenantCommandError(Exception):
+class TenantCommandError(OmniForgeError):
     """A tenant command that cannot be done; the message says why."""
 
 

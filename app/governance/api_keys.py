@@ -10,6 +10,7 @@ from typing import Any
 from uuid import UUID, uuid4
 
 from app.chain.models import utc_now
+from app.errors import OmniForgeError
 from app.governance.audit import AuditAction, audit_row
 from app.governance.quotas import TenantQuotas
 from app.security import AuthenticationFailed, Principal
@@ -41,7 +42,7 @@ class KeyGrant:
         return f"{self.principal.tenant_id}/api-key/{self.key_id}"
 
 
-class RolesExceedCreator(Exception):
+class RolesExceedCreator(OmniForgeError):
     """A key would get permissions its creator does not have."""
 
     def __init__(self, extra: Sequence[str]) -> None:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.chain import ErrorCode, ToolResultInfo, ToolType, format_usd
 from app.chain.budget import Budget
 from app.chain.models import utc_now
+from app.errors import OmniForgeError
 from app.governance.limits import (
     Grant,
     LimitRequest,
@@ -148,7 +149,7 @@ class QuotaRefusal:
         return f"tenant limit {self.limit} ({self.limit_value}) reached; {when}"
 
 
-class RateLimited(Exception):
+class RateLimited(OmniForgeError):
     """A submission over one of its tenant's limits (HTTP 429)."""
 
     def __init__(self, refusal: QuotaRefusal, message: str | None = None) -> None:

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from app.errors import OmniForgeError
+
 # Functions a number may follow without parentheses ("sqrt 2", "square root of 2"). Any other
 # name written right before "(" is taken for a function too, and the calculator judges it.
 _PREFIX_FUNCTIONS = frozenset({"sqrt", "cbrt"})
@@ -78,7 +80,7 @@ class _Node:
         return self.text if self.precedence >= precedence else f"({self.text})"
 
 
-class _NoParse(Exception):
+class _NoParse(OmniForgeError):
     pass
 
 

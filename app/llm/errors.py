@@ -3,13 +3,14 @@
 from enum import StrEnum
 
 from app.chain import FailedAttempt
+from app.errors import OmniForgeError
 
 
-class ModelConfigError(Exception):
+class ModelConfigError(OmniForgeError):
     """The model list is unusable; the message says which file, model and field."""
 
 
-class UnknownModelError(LookupError):
+class UnknownModelError(OmniForgeError, LookupError):
     def __init__(self, model: str, known: list[str]) -> None:
         super().__init__(f"unknown model {model!r}; configured models: {', '.join(known)}")
         self.model = model
@@ -32,7 +33,7 @@ class LLMErrorKind(StrEnum):
         return self in {LLMErrorKind.TIMEOUT, LLMErrorKind.RATE_LIMIT, LLMErrorKind.TRANSIENT}
 
 
-class LLMCallError(Exception):
+class LLMCallError(OmniForgeError):
     """Every deployment tried for a call failed; `failed_attempts` lists each, in order."""
 
     def __init__(

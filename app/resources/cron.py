@@ -5,6 +5,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterBadDateError, croniter  # type: ignore[import-untyped]
 
+from app.errors import OmniForgeError
+
 MAX_YEARS_BETWEEN_FIRINGS = 8
 """The longest a schedule may wait for its next firing: a leap day's (`0 0 29 2 *`) waits at
 most 8 years (2096 to 2104); a firing further away is an expression that names a date no
@@ -13,7 +15,7 @@ calendar holds often enough to schedule by (a Friday 29 February, `0 0 * 2 5#5`)
 _NEVER_YEARS = 50
 
 
-class InvalidCron(ValueError):
+class InvalidCron(OmniForgeError, ValueError):
     """A cron expression or time zone this service cannot fire by."""
 
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from uuid import UUID
 
+from app.errors import OmniForgeError
 from app.resources.cron import InvalidCron, next_fire
 from app.storage.schedules import ScheduleRecord, ScheduleStore
 
@@ -33,7 +34,7 @@ RETRY_S = 5.0
 """How long it waits after the database failed it."""
 
 
-class FiringRefused(Exception):
+class FiringRefused(OmniForgeError):
     """A firing's task was not accepted; the message says why (kept on the schedule)."""
 
 

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.agents.spec import AgentSpec
 from app.chain import Budget
+from app.errors import OmniForgeError
 from app.runs.models import AGENT_NAME_PATTERN, AGENT_REF_PATTERN, Metadata
 from app.storage.agents import AgentRepository
 from app.tools.schemas import size_problem
@@ -117,13 +118,13 @@ class ResolvedAgent:
 BUILTIN_AGENT = ResolvedAgent(DEFAULT_AGENT, 1, BUILTIN_DEFINITION)
 
 
-class UnknownAgent(LookupError):
+class UnknownAgent(OmniForgeError, LookupError):
     def __init__(self, ref: str) -> None:
         super().__init__(f"no agent {ref!r} in this tenant")
         self.ref = ref
 
 
-class AgentArchived(Exception):
+class AgentArchived(OmniForgeError):
     """New tasks cannot run an archived agent (its old tasks keep their version)."""
 
     def __init__(self, name: str) -> None:

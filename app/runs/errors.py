@@ -2,10 +2,11 @@
 
 from uuid import UUID
 
+from app.errors import OmniForgeError
 from app.tools.errors import FieldError
 
 
-class InvalidSubmission(Exception):
+class InvalidSubmission(OmniForgeError):
     """A task the service cannot run as submitted (unknown model, unknown tools...)."""
 
     def __init__(self, problems: list[FieldError]) -> None:
@@ -13,14 +14,14 @@ class InvalidSubmission(Exception):
         self.problems = problems
 
 
-class TaskAlreadyFinished(Exception):
+class TaskAlreadyFinished(OmniForgeError):
     def __init__(self, task_id: UUID, status: str) -> None:
         super().__init__(f"task {task_id} has already finished ({status})")
         self.task_id = task_id
         self.status = status
 
 
-class NotFound(Exception):
+class NotFound(OmniForgeError):
     """No such resource in the caller's tenant (another tenant's ids are not found either)."""
 
     def __init__(self, kind: str, resource_id: object) -> None:
@@ -45,7 +46,7 @@ class ToolsNotPermitted(InvalidSubmission):
     """The task names tools its caller's roles may not use."""
 
 
-class Forbidden(Exception):
+class Forbidden(OmniForgeError):
     """The caller is known but may not do this; `permission` names what it lacks."""
 
     def __init__(self, message: str, *, permission: str | None = None) -> None:
@@ -53,7 +54,7 @@ class Forbidden(Exception):
         self.permission = permission
 
 
-class TenantRefused(Exception):
+class TenantRefused(OmniForgeError):
     """A token names a tenant that does not exist or is disabled."""
 
     def __init__(self, tenant_id: str, *, disabled: bool) -> None:

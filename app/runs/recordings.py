@@ -3,11 +3,12 @@
 from uuid import UUID, uuid5
 
 from app.chain import ReasoningStep
+from app.errors import OmniForgeError
 from app.storage.records import TaskRecord
 from app.storage.runs import RunStores
 
 
-class RecordingGone(Exception):
+class RecordingGone(OmniForgeError):
     """The task a replay or a fork takes its steps from no longer exists (erased, purged)."""
 
 

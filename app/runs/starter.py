@@ -15,6 +15,7 @@ from app.agents import AgentRuntime, AgentTask
 from app.chain import ErrorCode, ReasoningChain, ReasoningStep, TaskState
 from app.chain.models import utc_now
 from app.chain.replay import ReplayMatch
+from app.errors import OmniForgeError
 from app.governance.budgets import BudgetGuard
 from app.governance.limits import LimitStore
 from app.governance.models import ModelPolicyGuard
@@ -64,7 +65,7 @@ MAX_FAILURES = 5
 ended for good, saying so."""
 
 
-class Unresumable(Exception):
+class Unresumable(OmniForgeError):
     """A stored task whose run cannot be started again (its agent version is gone...)."""
 
 

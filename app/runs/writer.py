@@ -35,6 +35,7 @@ from typing import Any
 from uuid import UUID
 
 from app.chain import ChainEvent, ErrorCode
+from app.errors import OmniForgeError
 from app.runs.channel import StreamEvent
 from app.runs.live import LiveRun
 from app.runs.metrics import RunMetrics
@@ -88,7 +89,7 @@ class _RunEnd:
 _Item = _RunBatch | _Audit | _RunEnd
 
 
-class _OutageTooLong(Exception):
+class _OutageTooLong(OmniForgeError):
     """The store has been unavailable for longer than the writer waits for it."""
 
 

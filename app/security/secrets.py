@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from app.errors import OmniForgeError
+
 KEY_BYTES = 32
 NONCE_BYTES = 12
 
 
-class SecretUnreadable(Exception):
+class SecretUnreadable(OmniForgeError):
     """A sealed value that none of the keys opens: sealed under a key no longer configured,
     altered, or copied to another tenant or name. The message names neither value nor key."""
 

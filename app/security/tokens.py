@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Self
 import jwt
 
 from app.config import Settings
+from app.errors import OmniForgeError
 from app.security.principal import Principal
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ _MAX_ROLE_CHARS = 64
 _NOT_IN_IDENTITIES = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
-class AuthenticationFailed(Exception):
+class AuthenticationFailed(OmniForgeError):
     """The request carries no usable credentials; `reason` is safe to show the caller."""
 
     def __init__(self, reason: str, *, token_given: bool = True) -> None:

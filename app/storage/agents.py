@@ -7,6 +7,7 @@ from uuid import UUID, uuid4
 from sqlalchemy import Select, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from app.errors import OmniForgeError
 from app.storage.records import AgentRecord
 from app.storage.repository import TenantScoped
 from app.storage.tables import agent_versions, agents
@@ -15,7 +16,7 @@ ACTIVE = "active"
 ARCHIVED = "archived"
 
 
-class AgentExists(Exception):
+class AgentExists(OmniForgeError):
     def __init__(self, name: str) -> None:
         super().__init__(f"an agent named {name!r} already exists")
         self.name = name

@@ -18,6 +18,7 @@ from sqlalchemy import Column, Table, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.chain import TaskState
+from app.errors import OmniForgeError
 from app.storage.purged_costs import keep_costs
 from app.storage.tables import (
     audit_deletions,
@@ -31,7 +32,7 @@ from app.storage.tables import (
 FINISHED = [state.value for state in TaskState if state.is_terminal]
 
 
-class TaskUnfinished(Exception):
+class TaskUnfinished(OmniForgeError):
     """A task that has not ended (queued, running, or waiting for a human) is not erased."""
 
     def __init__(self, task_id: UUID, status: str) -> None:

@@ -13,6 +13,8 @@ import traceback
 
 from sqlalchemy import exc as sa_exc
 
+from app.errors import OmniForgeError
+
 # SQLSTATE classes and codes of failures that a retry can cure.
 _TRANSIENT_CLASSES = ("08",)  # connection exceptions
 _TRANSIENT_CODES = frozenset(
@@ -42,7 +44,7 @@ _NETWORK_ERRNOS = frozenset(
 )
 
 
-class StoreUnavailable(ConnectionError):
+class StoreUnavailable(OmniForgeError, ConnectionError):
     """The store cannot take writes now (an outage this process knows of): try again later."""
 
 

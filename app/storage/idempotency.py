@@ -12,6 +12,7 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.errors import OmniForgeError
 from app.storage.repository import TenantScoped
 from app.storage.tables import idempotency_keys
 
@@ -36,7 +37,7 @@ class KeyRecord:
     expires_at: datetime
 
 
-class KeyTaken(Exception):
+class KeyTaken(OmniForgeError):
     """Another submission with the key was stored first (or is being stored)."""
 
     def __init__(self, key: str) -> None:

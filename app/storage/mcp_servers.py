@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from app.errors import OmniForgeError
 from app.storage.repository import TenantScoped
 from app.storage.tables import mcp_servers
 
@@ -37,7 +38,7 @@ class McpServerRecord(BaseModel):
     updated_at: datetime
 
 
-class McpServerExists(Exception):
+class McpServerExists(OmniForgeError):
     def __init__(self, name: str) -> None:
         super().__init__(f"an MCP server named {name!r} already exists")
         self.name = name

@@ -12,6 +12,8 @@ from uuid import UUID
 from sqlalchemy import ColumnElement, and_, or_
 from sqlalchemy.sql.elements import KeyedColumnElement
 
+from app.errors import OmniForgeError
+
 T = TypeVar("T")
 
 MAX_PAGE_SIZE = 200
@@ -20,7 +22,7 @@ MIN_CURSOR_MOMENT = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_CURSOR_MOMENT = datetime(9000, 1, 1, tzinfo=UTC)
 
 
-class InvalidCursor(ValueError):
+class InvalidCursor(OmniForgeError, ValueError):
     """A cursor this service did not issue."""
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from app.errors import OmniForgeError
 from app.storage.repository import TenantScoped
 from app.storage.tables import mcp_servers, remote_agents
 
@@ -32,7 +33,7 @@ class RemoteAgentRecord(BaseModel):
     updated_at: datetime
 
 
-class RemoteAgentExists(Exception):
+class RemoteAgentExists(OmniForgeError):
     def __init__(self, name: str, *, mcp_server: bool = False) -> None:
         what = "an MCP server" if mcp_server else "a remote agent"
         super().__init__(f"{what} named {name!r} already exists")

@@ -10,11 +10,12 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.errors import OmniForgeError
 from app.storage.records import TenantRecord
 from app.storage.tables import tenants
 
 
-class TenantExists(Exception):
+class TenantExists(OmniForgeError):
     def __init__(self, tenant_id: str) -> None:
         super().__init__(f"tenant {tenant_id!r} already exists")
         self.tenant_id = tenant_id

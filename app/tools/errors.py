@@ -6,12 +6,13 @@ from typing import TYPE_CHECKING
 
 from app.chain import ErrorCode, FailedAttempt
 from app.chain.errors import ChainAbort
+from app.errors import OmniForgeError
 
 if TYPE_CHECKING:
     from app.tools.models import ChildRun
 
 
-class ToolRegistryError(Exception):
+class ToolRegistryError(OmniForgeError):
     """Base of registry errors."""
 
 
@@ -51,7 +52,7 @@ class FieldError:
         return f"{self.field}: {self.message}" if self.field else self.message
 
 
-class ToolError(Exception):
+class ToolError(OmniForgeError):
     """A tool call failed. Tools raise it (or a subclass) to say how; anything else they raise
     counts as a permanent failure."""
 

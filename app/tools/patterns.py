@@ -16,6 +16,8 @@ from functools import lru_cache
 
 import regex  # type: ignore[import-untyped]
 
+from app.errors import OmniForgeError
+
 MAX_PATTERN_CHARS = 1_000
 """A longer pattern is refused where it is defined."""
 
@@ -25,11 +27,11 @@ CHECK_BUDGET_S = 0.5
 _deadline: ContextVar[float | None] = ContextVar("pattern_deadline", default=None)
 
 
-class PatternRefused(ValueError):
+class PatternRefused(OmniForgeError, ValueError):
     """A pattern this service does not run: too long, or not a regular expression."""
 
 
-class PatternTimeout(Exception):
+class PatternTimeout(OmniForgeError):
     """Matching used up the check's time budget; the value is judged not to match."""
 
     def __init__(self, pattern: str) -> None:

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from types import ModuleType
 
+from app.errors import OmniForgeError
 from app.tools.base import BaseTool
 from app.tools.builtin import builtin_tools
 from app.tools.builtin.llm import LLM_TOOL_NAME
@@ -25,7 +26,7 @@ logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "omniforge.tools"
 
 
-class PluginError(Exception):
+class PluginError(OmniForgeError):
     """A plugin that cannot be used. `source` names it (its entry point or module)."""
 
     def __init__(self, source: str, cause: str) -> None:

@@ -17,6 +17,7 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend, validator_for
 
+from app.errors import OmniForgeError
 from app.tools.patterns import PatternRefused, compiled, search
 
 MAX_SCHEMA_BYTES = 65_536
@@ -34,7 +35,7 @@ _COMBINED = (
 )
 
 
-class SchemaRefused(ValueError):
+class SchemaRefused(OmniForgeError, ValueError):
     """Not a JSON Schema this service applies; the message says why and where."""
 
 

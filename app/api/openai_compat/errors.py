@@ -17,6 +17,7 @@ from app.api.errors import (
     ProblemType,
 )
 from app.chain import ErrorCode
+from app.errors import BUDGET_EXCEEDED, MODEL_FAILED, TASK_FAILED, TASK_INTERRUPTED
 from app.governance.quotas import retry_after_header
 from app.storage.records import TaskRecord
 
@@ -24,10 +25,6 @@ OPENAI_PREFIX = "/v1/"
 TASK_ID_HEADER = "X-OmniForge-Task-Id"
 CHAIN_ID_HEADER = "X-OmniForge-Chain-Id"
 
-TASK_FAILED = ProblemType("task-failed", "The agent's run failed", 422)
-BUDGET_EXCEEDED = ProblemType("budget-exceeded", "The task's budget is spent", 402)
-MODEL_FAILED = ProblemType("model-failed", "The model or a remote tool failed", 502)
-TASK_INTERRUPTED = ProblemType("task-interrupted", "The run was interrupted", 503)
 
 # Why a run failed → how the completion answers. Statuses OpenAI SDKs retry (429, 5xx) only
 # where a retry can succeed; anything else is the task's own failure (422).

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal
 from typing import Literal, Protocol
 
+from app.errors import OmniForgeError
+
 COST_UNIT = Decimal("1e-9")
 """Cost windows count in units of 1e-9 USD: exact integers, in Redis too (whose scripts compute
 in doubles, exact up to 2**53 units, about 9 million USD per window)."""
@@ -89,7 +91,7 @@ class History(Protocol):
     async def __call__(self, since: Mapping[str, float]) -> Mapping[str, Sequence[PastEntry]]: ...
 
 
-class LimitStoreUnavailable(Exception):
+class LimitStoreUnavailable(OmniForgeError):
     """The limit store can decide nothing now: its windows are unreachable and so is the
     durable record they would be filled from. An admission answers it with 503 (retry after
     `retry_after_s`); a call inside a run goes ahead uncounted rather than fail its run."""

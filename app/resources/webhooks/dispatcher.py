@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 import httpx
 
 from app.chain.models import utc_now
+from app.errors import OmniForgeError
 from app.resources.webhooks.signing import (
     WebhookKeys,
     endpoint_secret_name,
@@ -70,7 +71,7 @@ class _Target:
     secret: str
 
 
-class _Undeliverable(Exception):
+class _Undeliverable(OmniForgeError):
     """A delivery with nowhere to go (its endpoint gone, its secret unreadable)."""
 
 

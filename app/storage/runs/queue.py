@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.chain import TaskState
 from app.chain.models import utc_now
+from app.errors import OmniForgeError
 from app.storage.approvals import PENDING
 from app.storage.idempotency import KeyClaim, claim_key
 from app.storage.notify import CANCEL, QUEUE
@@ -21,7 +22,7 @@ from app.storage.runs.rows import RUNNING, UNFINISHED, Fence
 from app.storage.tables import CLAIMABLE, approvals, conversations, reasoning_chains, runners, tasks
 
 
-class ConversationBusy(Exception):
+class ConversationBusy(OmniForgeError):
     """A conversation runs one turn at a time."""
 
     def __init__(self, conversation_id: UUID, running: UUID | None, reason: str) -> None:
@@ -31,7 +32,7 @@ class ConversationBusy(Exception):
         self.reason = reason
 
 
-class TooManyUnfinished(Exception):
+class TooManyUnfinished(OmniForgeError):
     """A tenant's concurrent-run limit refused a new task."""
 
     def __init__(self, unfinished: int, limit: int) -> None:
@@ -40,7 +41,7 @@ class TooManyUnfinished(Exception):
         self.limit = limit
 
 
-class TaskLost(Exception):
+class TaskLost(OmniForgeError):
     """A run's task is no longer held by it (its fence): what it would change is not its to
     change any more."""
 

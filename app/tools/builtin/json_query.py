@@ -24,6 +24,7 @@ from jsonpath_ng.ext.parser import parse
 from jsonpath_ng.ext.string import Sub
 
 from app.chain import ToolType
+from app.errors import OmniForgeError
 from app.tools.base import BaseTool
 from app.tools.errors import FieldError, InvalidToolArguments, ToolError
 from app.tools.models import (
@@ -235,7 +236,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-class _OverBudget(Exception):
+class _OverBudget(OmniForgeError):
     pass
 
 

@@ -2,10 +2,12 @@
 
 from typing import Literal
 
+from app.errors import OmniForgeError
+
 Reason = Literal["cpu_time", "timeout", "memory", "pages", "crashed"]
 
 
-class DocumentRefused(Exception):
+class DocumentRefused(OmniForgeError):
     """Reading the document would take more than its limits allow (CPU time, wall time), or
     the reading process failed on it."""
 

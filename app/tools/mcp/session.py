@@ -19,6 +19,7 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from pydantic import ValidationError
 
 from app.chain import ErrorCode
+from app.errors import OmniForgeError
 from app.tools.errors import ToolError, ToolTimeoutError
 from app.tools.mcp.transport import PinnedTransport, pinned_client
 from app.tools.services import NetworkPolicy
@@ -43,7 +44,7 @@ class Health:
     detail: str | None = None
 
 
-class _SessionEnded(Exception):
+class _SessionEnded(OmniForgeError):
     """The session to retry on: the server dropped it before handling the request."""
 
 
