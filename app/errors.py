@@ -20,6 +20,23 @@ class OmniForgeError(Exception):
     that reaches a client unmapped is answered as `internal-error` (and logged)."""
 
 
+class NotFound(OmniForgeError):
+    """No such resource in the caller's tenant (another tenant's ids are not found either)."""
+
+    def __init__(self, kind: str, resource_id: object) -> None:
+        super().__init__(f"{kind} {resource_id} not found")
+        self.kind = kind
+        self.resource_id = resource_id
+
+
+class Forbidden(OmniForgeError):
+    """The caller is known but may not do this; `permission` names what it lacks."""
+
+    def __init__(self, message: str, *, permission: str | None = None) -> None:
+        super().__init__(message)
+        self.permission = permission
+
+
 @dataclass(frozen=True, slots=True)
 class ProblemType:
     """One kind of problem: its stable `type` (`uri`), a short title, the HTTP status it is

@@ -3,7 +3,6 @@ the `Require…` aliases, and names tenants through `Caller.scope`. Each of them
 input check (`app.api.inputs.check_inputs`) once the caller is known to be permitted."""
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -11,59 +10,12 @@ from fastapi import Depends, Request
 from app.api.auth import API_KEY_KEY, TENANT_KEY
 from app.api.deps import CurrentPrincipal
 from app.api.inputs import check_inputs
-from app.api.state import AppState
 from app.governance.api_keys import KeyGrant
+from app.governance.callers import Caller
 from app.governance.tenants import Tenant
-from app.runs.errors import Forbidden, NotFound
+from app.runs.errors import Forbidden
 from app.security import Principal
-from app.security.rbac import Permission, Role, crosses_tenants, permissions_of
-from app.security.visibility import ReaderView
-
-
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """An authenticated caller of an active tenant, with its permissions; `api_key` when it
-    called with one."""
-
-    principal: Principal
-    tenant: Tenant
-    permissions: frozenset[Permission]
-    api_key: KeyGrant | None = None
-
-    @property
-    def tenant_id(self) -> str:
-        return self.principal.tenant_id
-
-    @property
-    def subject(self) -> str:
-        return self.principal.subject
-
-    @property
-    def roles(self) -> frozenset[str]:
-        return self.principal.roles
-
-    @property
-    def crosses_tenants(self) -> bool:
-        return crosses_tenants(self.principal.roles)
-
-    async def scope(self, state: AppState, tenant_id: str) -> Tenant:
-        """The tenant a route names, if this caller may act on it: its own, or any for a
-        platform admin. Any other answers 404, as if it did not exist."""
-        if tenant_id == self.tenant_id:
-            return self.tenant
-        tenant = await state.tenants.get(tenant_id) if self.crosses_tenants else None
-        if tenant is None:
-            raise NotFound("tenant", tenant_id)
-        return tenant
-
-    def view(self, state: AppState, tenant: Tenant | None = None) -> ReaderView:
-        """How this caller sees steps of `tenant` (its own by default)."""
-        return ReaderView(
-            (tenant or self.tenant).visibility,
-            roles=self.roles,
-            full_access=Permission.CHAIN_READ_FULL in self.permissions,
-            sensitive_fields=state.runs.tool_sensitive_fields,
-        )
+from app.security.rbac import Permission, Role, permissions_of
 
 
 def _caller(request: Request, principal: Principal) -> Caller:

@@ -22,9 +22,9 @@ from app.errors import OmniForgeError
 if TYPE_CHECKING:
     import httpx
 
-    from app.api.access import Caller
     from app.api.agents.schemas import AgentCreate, AgentOut
     from app.config import Settings
+    from app.governance.callers import Caller
     from app.governance.tenants import Tenant
     from app.storage import Database
 
@@ -316,7 +316,7 @@ async def _tenant_database(
 
 def _operator(tenant: "Tenant") -> "Caller":
     """Whoever runs the command on the service's own machine acts as the tenant's admin."""
-    from app.api.access import Caller
+    from app.governance.callers import Caller
     from app.security import Principal
     from app.security.rbac import Role, permissions_of
 

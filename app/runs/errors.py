@@ -2,8 +2,18 @@
 
 from uuid import UUID
 
-from app.errors import OmniForgeError
+from app.errors import Forbidden, NotFound, OmniForgeError
 from app.tools.errors import FieldError
+
+__all__ = [
+    "Forbidden",
+    "InvalidSubmission",
+    "ModelNotApproved",
+    "NotFound",
+    "TaskAlreadyFinished",
+    "TenantRefused",
+    "ToolsNotPermitted",
+]
 
 
 class InvalidSubmission(OmniForgeError):
@@ -21,15 +31,6 @@ class TaskAlreadyFinished(OmniForgeError):
         self.status = status
 
 
-class NotFound(OmniForgeError):
-    """No such resource in the caller's tenant (another tenant's ids are not found either)."""
-
-    def __init__(self, kind: str, resource_id: object) -> None:
-        super().__init__(f"{kind} {resource_id} not found")
-        self.kind = kind
-        self.resource_id = resource_id
-
-
 class ModelNotApproved(InvalidSubmission):
     """The task names (or its tenant defaults to) a model its tenant did not approve."""
 
@@ -44,14 +45,6 @@ class ModelNotApproved(InvalidSubmission):
 
 class ToolsNotPermitted(InvalidSubmission):
     """The task names tools its caller's roles may not use."""
-
-
-class Forbidden(OmniForgeError):
-    """The caller is known but may not do this; `permission` names what it lacks."""
-
-    def __init__(self, message: str, *, permission: str | None = None) -> None:
-        super().__init__(message)
-        self.permission = permission
 
 
 class TenantRefused(OmniForgeError):

@@ -31,7 +31,6 @@ from app.api.a2a.errors import a2a_error, only_text, task_not_found
 from app.api.a2a.events import StreamMapper
 from app.api.a2a.hops import TRAIL_KEY, hops_above, refuse_looping
 from app.api.a2a.mapping import OUR_STATES, a2a_task
-from app.api.access import Caller
 from app.api.conversations.router import create_conversation
 from app.api.conversations.schemas import ConversationCreate
 from app.api.state import AppState
@@ -42,6 +41,7 @@ from app.api.tasks.service import (
     stream_position,
     submit_task,
 )
+from app.governance.callers import Caller
 from app.runs import TaskSubmission
 from app.runs.agents import DEFAULT_AGENT, ResolvedAgent
 from app.runs.channel import StreamEvent, StreamItem

@@ -27,16 +27,11 @@ from fastapi.responses import JSONResponse, Response
 
 from app.api.a2a.cards import A2A_PREFIX, AGENT_PATH, CARD_PATH, agent_card
 from app.api.a2a.handler import CALL_KEY, A2ACall, TaskHandler
-from app.api.access import (
-    AnyCaller,
-    Caller,
-    RequireTaskCancel,
-    RequireTaskCreate,
-    RequireTaskRead,
-)
+from app.api.access import AnyCaller, RequireTaskCancel, RequireTaskCreate, RequireTaskRead
 from app.api.deps import State
 from app.api.inputs import CheckedRoute, check_inputs
 from app.api.state import AppState
+from app.governance.callers import Caller
 from app.runs.agents import AgentArchived, ResolvedAgent, UnknownAgent, resolve_agent
 from app.runs.errors import Forbidden, NotFound
 from app.security.rbac import Permission

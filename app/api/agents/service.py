@@ -12,14 +12,14 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.agents import AgentRuntime
-from app.api.access import Caller
 from app.api.agents.schemas import AgentCreate, AgentOut, AgentPage, AgentUpdate
-from app.api.auditing import record_change
 from app.api.errors import AGENT_BUILTIN, AGENT_EXISTS, VALIDATION, ApiError, FieldProblem
 from app.api.query import decode_int_cursor, decode_key_cursor, encode_key_cursor
 from app.api.state import AppState
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
+from app.governance.auditing import record_change
+from app.governance.callers import Caller
 from app.governance.tenants import Tenant
 from app.runs.agents import (
     BUILTIN_DEFINITION,

@@ -32,7 +32,7 @@ async def list_approvals(
     page = await ApprovalRepository(connection, caller.tenant_id).page(
         status=status, cursor=Cursor.decode(cursor) if cursor else None, limit=limit
     )
-    view = caller.view(state)
+    view = caller.view(state.runs.tool_sensitive_fields)
     return ApprovalPage(
         items=[approval_out(view, record) for record in page.items], next_cursor=page.next_cursor
     )

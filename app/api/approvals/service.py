@@ -3,13 +3,13 @@
 from typing import Any
 from uuid import UUID
 
-from app.api.access import Caller
 from app.api.approvals.schemas import ApprovalDecision, ApprovalOut
 from app.api.errors import APPROVAL_DECIDED, VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
 from app.api.tasks.service import find_task
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction, audit_row
+from app.governance.callers import Caller
 from app.runs.errors import Forbidden, NotFound, TaskAlreadyFinished
 from app.runs.recorder import progress_facts
 from app.security.rbac import Permission
@@ -37,7 +37,7 @@ async def task_approvals(state: AppState, caller: Caller, task_id: UUID) -> list
     await find_task(state, caller, task_id)
     async with state.database.read() as connection:
         records = await ApprovalRepository(connection, caller.tenant_id).of_task(task_id)
-    view = caller.view(state)
+    view = caller.view(state.runs.tool_sensitive_fields)
     return [approval_out(view, record) for record in records]
 
 
@@ -110,7 +110,7 @@ async def decide(
                 task_id, approval_id
             )
         raise _decided(current or record)
-    return approval_out(caller.view(state), decided)
+    return approval_out(caller.view(state.runs.tool_sensitive_fields), decided)
 
 
 def _decided(record: ApprovalRecord) -> ApiError:

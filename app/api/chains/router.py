@@ -106,7 +106,7 @@ async def list_tenant_chains(
 ) -> ChainPage:
     """Newest first; `from` (inclusive) and `to` (exclusive) bound the start time. A platform
     admin may name any tenant."""
-    tenant = await caller.scope(state, tenant_id)  # before taking a connection
+    tenant = await caller.scope(state.tenants, tenant_id)  # before taking a connection
     async with state.database.read() as connection:
         page = await ChainRepository(connection, tenant.id).page(
             status=status,

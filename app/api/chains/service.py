@@ -6,11 +6,11 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.api.access import Caller
-from app.api.auditing import chain_read
 from app.api.chains.schemas import ChainDocument, ChainSummary, with_steps
 from app.api.state import AppState
 from app.governance.audit import AuditAction
+from app.governance.auditing import chain_read
+from app.governance.callers import Caller
 from app.runs.earlier_turns import learn_earlier_turns
 from app.runs.errors import NotFound
 from app.runs.recorder import step_facts
@@ -30,7 +30,7 @@ async def chain_document(
 ) -> bytes:
     """A chain with its steps (by its id or its task's), rendered as JSON for this caller;
     audited as `action`."""
-    view = caller.view(state)
+    view = caller.view(state.runs.tool_sensitive_fields)
     task: TaskRecord | None = None
     async with state.database.read() as connection:
         chains = ChainRepository(connection, caller.tenant_id)
@@ -59,7 +59,7 @@ async def step_page(
 ) -> bytes:
     """Steps `after + 1 … after + limit` as this caller sees them (hidden ones left out, so
     a page may hold fewer), and where the next page starts."""
-    view = caller.view(state)
+    view = caller.view(state.runs.tool_sensitive_fields)
     async with state.database.read() as connection:
         chains = ChainRepository(connection, caller.tenant_id)
         chain = await _find_chain(chains, chain_id)

@@ -111,7 +111,7 @@ async def get_costs(
     exact to 1e-12 USD. `totals` count every call of the period, also when `truncated` says
     groups were left out. `order=cost&limit=10` gives the ten costliest groups. Calls of tasks
     deleted since (retention, erasure) still count, by their UTC day (their task: `null`)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     start, end = _period(since, until)
     _check_split(group_by, split_by)
     async with state.database.read() as connection:
@@ -162,7 +162,7 @@ async def get_usage(
 ) -> Response:
     """The daily roll-up of model calls (kept as calls are recorded): per day and model, per
     model, and in all."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     end = until or datetime.now(UTC).date() + timedelta(days=1)
     start = since or end - DEFAULT_SPAN
     _check_span(start, end, MAX_SPAN)

@@ -4,9 +4,9 @@ stopped first."""
 from collections.abc import Iterable
 from uuid import UUID
 
-from app.api.access import Caller
 from app.api.state import AppState
 from app.api.tasks.service import find_task
+from app.governance.callers import Caller
 from app.governance.erasure import Erasure
 from app.runs.errors import NotFound
 from app.storage.conversations import ConversationRepository

@@ -6,10 +6,10 @@ from uuid import UUID
 
 from fastapi import Request, Response
 
-from app.api.access import Caller
 from app.api.files.schemas import FileOut, FilePage
 from app.api.files.upload import read_upload
 from app.api.state import AppState
+from app.governance.callers import Caller
 from app.resources.files import FileLibrary
 from app.runs.errors import Forbidden, NotFound
 from app.security.rbac import Permission

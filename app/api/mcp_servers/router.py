@@ -43,7 +43,7 @@ async def post_server(
     must pass the SSRF guard: private and loopback ones only where the tenant's (or the
     operator's) network allow-list admits them. The name is unique in the tenant (409
     `mcp-server-exists`). Audited (`mcp_server.create`; secret references, never values)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await create_server(state, caller, tenant, body)
 
 
@@ -54,7 +54,7 @@ async def post_server(
 )
 async def get_servers(tenant_id: str, caller: RequireToolConfigure, state: State) -> McpServerList:
     """By name, each with its status and the tools it offered when last asked."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await list_servers(state, tenant)
 
 
@@ -64,7 +64,7 @@ async def get_server(
 ) -> McpServerOut:
     """Its status (`ok`, `error` with why, `unknown` before it was first asked), when it was
     last established, and its tools with their JSON Schemas."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await read_server(state, tenant, server_id)
 
 
@@ -79,7 +79,7 @@ async def patch_server(
     """Changes the fields given. A new `url` or new `headers` open a new session and ask the
     server for its tools again; a new `name` renames its tools. Audited
     (`mcp_server.update`, with the changed fields before and after)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await update_server(state, caller, tenant, server_id, body)
 
 
@@ -94,7 +94,7 @@ async def delete_one(
 ) -> Response:
     """Its tools are no longer offered and its session is closed. Audited
     (`mcp_server.delete`)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     await delete_server(state, caller, tenant, server_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -111,5 +111,5 @@ async def post_refresh(
     lists the server's tools and stores what it offers, or why it could not be asked. Servers
     that announce changes to their tools (`notifications/tools/list_changed`) are asked
     again on their own."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await refresh_server(state, tenant, server_id)

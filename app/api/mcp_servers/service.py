@@ -4,8 +4,6 @@ then asked for its tools outside it (a remote server never holds a database tran
 from typing import Any
 from uuid import UUID
 
-from app.api.access import Caller
-from app.api.auditing import ResourceAudit
 from app.api.errors import MCP_SERVER_EXISTS, UNAVAILABLE, ApiError
 from app.api.mcp_servers.schemas import (
     McpServerCreate,
@@ -17,6 +15,8 @@ from app.api.outbound import check_header_secrets, header_document
 from app.api.state import AppState
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
+from app.governance.auditing import ResourceAudit
+from app.governance.callers import Caller
 from app.governance.tenants import Tenant
 from app.resources.mcp import McpServers
 from app.runs.errors import NotFound

@@ -16,7 +16,6 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from app.api.access import Caller
 from app.api.errors import NOT_FOUND, VALIDATION, ApiError, FieldProblem
 from app.api.openai_compat.errors import run_failure
 from app.api.openai_compat.schemas import (
@@ -35,6 +34,7 @@ from app.api.openai_compat.schemas import (
 from app.api.state import AppState
 from app.api.tasks.service import find_task, submit_task
 from app.chain import TaskState
+from app.governance.callers import Caller
 from app.runs import TaskSubmission
 from app.runs.agents import DEFAULT_AGENT, AgentArchived, UnknownAgent
 from app.runs.channel import LiveDelta

@@ -48,7 +48,7 @@ async def post_agent(
     `headers`, for a secret not set). The name is unique in the tenant, among its MCP
     servers too (409 `remote-agent-exists`). Audited (`remote_agent.create`; secret
     references, never values)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await create_agent(state, caller, tenant, body)
 
 
@@ -59,7 +59,7 @@ async def post_agent(
 )
 async def get_agents(tenant_id: str, caller: RequireToolConfigure, state: State) -> RemoteAgentList:
     """By name, each with its card as last fetched and the tools its skills are."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await list_agents(state, tenant)
 
 
@@ -68,7 +68,7 @@ async def get_agent(
     tenant_id: str, remote_agent_id: UUID, caller: RequireToolConfigure, state: State
 ) -> RemoteAgentOut:
     """Its card as last fetched, and the tools its skills are."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await read_agent(state, tenant, remote_agent_id)
 
 
@@ -86,7 +86,7 @@ async def patch_agent(
     (nothing changes when that fails: 422); its tools become what the card lists now. A new
     `name` renames its tools; `enabled: false` stops offering them. Audited
     (`remote_agent.update`, with the changed fields before and after)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await update_agent(state, caller, tenant, remote_agent_id, body)
 
 
@@ -100,6 +100,6 @@ async def delete_one(
     tenant_id: str, remote_agent_id: UUID, caller: RequireToolConfigure, state: State
 ) -> Response:
     """Its tools are no longer offered. Audited (`remote_agent.delete`)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     await delete_agent(state, caller, tenant, remote_agent_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -6,8 +6,6 @@ from uuid import UUID
 
 from a2a.types import AgentCard
 
-from app.api.access import Caller
-from app.api.auditing import ResourceAudit
 from app.api.errors import REMOTE_AGENT_EXISTS, UNAVAILABLE, VALIDATION, ApiError, FieldProblem
 from app.api.outbound import check_header_secrets, header_document
 from app.api.remote_agents.schemas import (
@@ -20,6 +18,8 @@ from app.api.state import AppState
 from app.chain import ErrorCode
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
+from app.governance.auditing import ResourceAudit
+from app.governance.callers import Caller
 from app.governance.tenants import Tenant
 from app.resources.remote_agents import RemoteAgents
 from app.runs.errors import NotFound

@@ -9,10 +9,10 @@ firings (each then records why)."""
 from datetime import datetime
 from uuid import UUID
 
-from app.api.access import Caller
 from app.api.state import AppState
 from app.api.tasks.service import submit_task
 from app.chain.models import utc_now
+from app.governance.callers import Caller
 from app.governance.quotas import RateLimited
 from app.resources.scheduler import FiringRefused
 from app.runs import TaskSubmission

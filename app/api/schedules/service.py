@@ -6,8 +6,6 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.api.access import Caller
-from app.api.auditing import record_change
 from app.api.errors import SCHEDULE_UNRESUMABLE, ApiError
 from app.api.schedules.firing import runs_as
 from app.api.schedules.schemas import (
@@ -22,6 +20,8 @@ from app.api.tasks.schemas import TaskOut, TaskPage
 from app.api.tasks.service import run_policy
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
+from app.governance.auditing import record_change
+from app.governance.callers import Caller
 from app.resources.cron import InvalidCron, next_fire
 from app.runs.agents import resolve_agent
 from app.runs.errors import Forbidden, NotFound

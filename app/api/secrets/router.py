@@ -41,7 +41,7 @@ async def put_secret(
     one a header can carry (visible ASCII), else 422. Runs starting from now use the new
     value (on other instances within `OMNIFORGE_TENANT_CACHE_S`). Audited (`secret.put`, with
     its scope, without the value)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     vault = service.vault_of(state)
     secret, created = await service.put_secret(state, vault, caller, tenant, name, body)
     if created:
@@ -63,7 +63,7 @@ async def scope_secret(
 ) -> SecretOut:
     """Sets the secret's `usable_by` (null: anyone of the tenant); its value stays. Runs and
     MCP sessions starting from now are held to it. Audited (`secret.scope`)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     vault = service.vault_of(state)
     return await service.set_scope(state, vault, caller, tenant, name, body)
 
@@ -81,7 +81,7 @@ async def list_secrets(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> SecretPage:
     """By name: who set each when, and who may use it; never a value."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await service.list_secrets(state, tenant, cursor=cursor, limit=limit)
 
 
@@ -96,7 +96,7 @@ async def delete_secret(
 ) -> Response:
     """Runs starting from now no longer find it (a reference to it fails the call with
     `secret_not_found`). Audited (`secret.delete`)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     vault = service.vault_of(state)
     await service.delete_secret(state, vault, caller, tenant, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -5,14 +5,14 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.api.access import Caller
-from app.api.auditing import record_change
 from app.api.errors import UNAVAILABLE, VALIDATION, ApiError, FieldProblem
 from app.api.query import decode_key_cursor, encode_key_cursor
 from app.api.secrets.schemas import SecretOut, SecretPage, SecretScope, SecretValue
 from app.api.state import AppState
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
+from app.governance.auditing import record_change
+from app.governance.callers import Caller
 from app.governance.tenants import Tenant
 from app.resources.secrets import SecretVault
 from app.runs.errors import NotFound

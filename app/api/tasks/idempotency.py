@@ -10,11 +10,11 @@ import hashlib
 import json
 from datetime import timedelta
 
-from app.api.access import Caller
 from app.api.errors import IDEMPOTENCY_KEY_REUSED, ApiError, FieldProblem
 from app.api.state import AppState
 from app.api.tasks.service import submit_task
 from app.chain.models import utc_now
+from app.governance.callers import Caller
 from app.runs import TaskSubmission
 from app.runs.manager import SubmittedTask
 from app.storage.idempotency import IdempotencyKeys, KeyClaim, KeyTaken

@@ -8,12 +8,12 @@ given (agent version, model, input)."""
 from dataclasses import replace
 from uuid import UUID
 
-from app.api.access import Caller
 from app.api.errors import TASK_UNFINISHED, ApiError
 from app.api.state import AppState
 from app.api.tasks.service import attached_files, find_task, run_policy, turn_history
 from app.chain import ReasoningStep
 from app.chain.replay import ReplayMatch
+from app.governance.callers import Caller
 from app.runs import TaskSubmission
 from app.runs.agents import ResolvedAgent, agent_version, resolve_agent
 from app.runs.errors import Forbidden, InvalidSubmission

@@ -6,13 +6,13 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.api.access import Caller
-from app.api.auditing import chain_read
 from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
 from app.api.webhooks.service import check_task_webhook, subscriptions_of
 from app.governance.api_keys import KeyGrant
 from app.governance.audit import AuditAction
+from app.governance.auditing import chain_read
+from app.governance.callers import Caller
 from app.governance.tenants import Tenant
 from app.runs import TaskSubmission
 from app.runs.admission import Turn
@@ -246,7 +246,7 @@ async def open_stream(
 ) -> AsyncIterator[StreamItem]:
     """The task's stream as this caller may see it (with its sub-agents' events, unless
     `sub_agents` is False); the opening is audited first."""
-    view = caller.view(state)
+    view = caller.view(state.runs.tool_sensitive_fields)
     if not view.full_access and repeats_earlier_turns(task):
         async with state.database.read() as connection:
             await learn_earlier_turns(connection, view, task)

@@ -84,7 +84,7 @@ async def list_tenants(
 @router.get("/{tenant_id}", summary="Read a tenant", responses=problems(401, 403, 404, 422))
 async def get_tenant(tenant_id: str, caller: RequireTenantManage, state: State) -> TenantOut:
     """A tenant admin reads its own tenant; a platform admin any."""
-    return TenantOut.of((await caller.scope(state, tenant_id)).record)
+    return TenantOut.of((await caller.scope(state.tenants, tenant_id)).record)
 
 
 @router.patch(
@@ -97,7 +97,7 @@ async def patch_tenant(
 ) -> TenantOut:
     """Platform admins only. A disabled tenant's tokens are refused with 403 (on this
     instance at once, on others within `OMNIFORGE_TENANT_CACHE_S`)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return TenantOut.of(await update_tenant(state, caller, tenant, body))
 
 
@@ -112,7 +112,7 @@ async def get_visibility(
     """A thinking step (the model's reasoning) is shown at the level these rules give the LLM
     tool (tool type `llm`, tool name `llm`), else at its stored level; a synthesis step (the
     answer, which the task's `result` shows anyway) always at its stored level."""
-    return (await caller.scope(state, tenant_id)).visibility
+    return (await caller.scope(state.tenants, tenant_id)).visibility
 
 
 @router.put(
@@ -130,7 +130,7 @@ async def put_visibility(
     these rules give the LLM tool (tool type `llm`, tool name `llm`), else at its stored level;
     a synthesis step (the answer, which the task's `result` shows anyway) always at its stored
     level."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     record = await set_visibility(state, caller, tenant, policy)
     return VisibilityPolicy.model_validate(record.visibility)
 
@@ -141,7 +141,7 @@ async def put_visibility(
     responses=problems(401, 403, 404, 422),
 )
 async def get_tools(tenant_id: str, caller: RequireToolConfigure, state: State) -> ToolSettings:
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return ToolSettings(enabled_tools=tenant.record.enabled_tools)
 
 
@@ -154,7 +154,7 @@ async def put_tools(
     tenant_id: str, body: ToolSettings, caller: RequireToolConfigure, state: State
 ) -> ToolSettings:
     """`null` enables every registered tool. Audited with the list before and after."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     record = await set_tools(state, caller, tenant, body.enabled_tools)
     return ToolSettings(enabled_tools=record.enabled_tools)
 
@@ -166,7 +166,7 @@ async def put_tools(
 )
 async def get_network(tenant_id: str, caller: RequireToolConfigure, state: State) -> NetworkOut:
     """The tenant's own list and the platform's allowance for it."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return NetworkOut.of(tenant.record.network_allow)
 
 
@@ -186,7 +186,7 @@ async def put_network(
     MCP servers, remote agents and webhooks may reach. Cloud metadata endpoints stay refused
     whatever either says, and so does the service's own port unless an entry names it with
     its address. Audited with the lists before and after."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     record = await set_network(state, caller, tenant, body)
     return NetworkOut.of(record.network_allow)
 
@@ -199,7 +199,7 @@ async def put_network(
 async def get_approvals(
     tenant_id: str, caller: RequireToolConfigure, state: State
 ) -> ApprovalRules:
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return ApprovalRules.model_validate(tenant.record.approvals or {})
 
 
@@ -215,7 +215,7 @@ async def put_approvals(
     (`timeout_s`) before it is denied on its own. With a tool's own `approval` and its
     agent's rules, any `always` wins. Applies to calls made from now on. Audited with the
     rules before and after."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     record = await set_approvals(state, caller, tenant, body)
     return ApprovalRules.model_validate(record.approvals or {})
 
@@ -228,7 +228,7 @@ async def put_approvals(
 async def get_quotas(
     tenant_id: str, caller: RequireRateLimitConfigure, state: State
 ) -> TenantQuotas:
-    return (await caller.scope(state, tenant_id)).quotas
+    return (await caller.scope(state.tenants, tenant_id)).quotas
 
 
 @router.put(
@@ -244,7 +244,7 @@ async def put_quotas(
     inside a run, a call over a limit waits up to `max_wait_s`, then the run ends
     `rate_limited`. `default_budget` fills the budget limits a task leaves unset. Audited with
     the settings before and after."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return quotas_of(await set_quotas(state, caller, tenant, quotas))
 
 
@@ -254,7 +254,7 @@ async def put_quotas(
     responses=problems(401, 403, 404, 422),
 )
 async def get_models(tenant_id: str, caller: RequireCostConfigure, state: State) -> ModelPolicy:
-    return (await caller.scope(state, tenant_id)).models
+    return (await caller.scope(state.tenants, tenant_id)).models
 
 
 @router.put(
@@ -269,7 +269,7 @@ async def put_models(
     default model of tasks naming none, and output-token caps. A task naming an unapproved
     model is refused with 422 `model-not-approved`; runs never reach one, fallbacks included.
     Audited with the policy before and after."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     record = await set_models(state, caller, tenant, policy)
     return ModelPolicy.model_validate(record.models)
 
@@ -280,7 +280,7 @@ async def put_models(
     responses=problems(401, 403, 404, 422),
 )
 async def get_retention(tenant_id: str, caller: RequireTenantManage, state: State) -> RetentionOut:
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return retention_of(state, tenant.record)
 
 
@@ -297,7 +297,7 @@ async def put_retention(
     finished tasks, idle conversations and files past `retention_days`, and audit events past
     `audit_retention_days`; running, queued and waiting tasks are never purged. Audited with
     the settings before and after."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return retention_of(state, await set_retention(state, caller, tenant, body))
 
 
@@ -322,7 +322,7 @@ async def get_audit(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> AuditPage:
     """Newest first. Append-only: no route changes or deletes an event."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     async with state.database.read() as connection:
         records = await AuditRepository(connection, tenant.id).page(
             action=action,

@@ -4,8 +4,6 @@ and seen at once by this process's tenant directory."""
 import fnmatch
 from typing import Any
 
-from app.api.access import Caller
-from app.api.auditing import record_change
 from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
 from app.api.tenants.schemas import (
@@ -18,6 +16,8 @@ from app.api.tenants.schemas import (
 )
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
+from app.governance.auditing import record_change
+from app.governance.callers import Caller
 from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
 from app.governance.retention import RetentionDefaults, periods

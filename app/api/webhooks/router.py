@@ -58,7 +58,7 @@ async def post_webhook(
     signed with its secret, which this answer shows once. Its URL must pass the SSRF guard
     (private and loopback addresses only where the tenant's or the operator's network
     allow-list admits them), now and at every delivery. Audited (`webhook.create`)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await create_webhook(state, caller, tenant, body)
 
 
@@ -69,7 +69,7 @@ async def get_webhooks(
     tenant_id: str, caller: RequireWebhookConfigure, state: State
 ) -> WebhookList:
     """Oldest first; secrets are never shown again."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await list_webhooks(state, tenant)
 
 
@@ -83,7 +83,7 @@ async def get_task_secret(
 ) -> TaskSecretOut:
     """What signs the deliveries to a task's own `webhook_url`: one secret per tenant, made on
     first use."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await read_task_secret(state, tenant)
 
 
@@ -96,7 +96,7 @@ async def post_task_secret_rotation(
     tenant_id: str, caller: RequireWebhookConfigure, state: State
 ) -> TaskSecretOut:
     """Deliveries from now on are signed with the new secret. Audited."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await rotate_task_secret(state, caller, tenant)
 
 
@@ -104,7 +104,7 @@ async def post_task_secret_rotation(
 async def get_webhook(
     tenant_id: str, webhook_id: UUID, caller: RequireWebhookConfigure, state: State
 ) -> WebhookOut:
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await read_webhook(state, tenant, webhook_id)
 
 
@@ -118,7 +118,7 @@ async def patch_webhook(
 ) -> WebhookOut:
     """Changes the fields given; `enabled: false` pauses it: runs make no new deliveries to
     it, and those stored wait until it is enabled again. Audited (`webhook.update`)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await update_webhook(state, caller, tenant, webhook_id, body)
 
 
@@ -132,7 +132,7 @@ async def delete_one(
     tenant_id: str, webhook_id: UUID, caller: RequireWebhookConfigure, state: State
 ) -> Response:
     """Its deliveries go with it. Audited (`webhook.delete`)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     await delete_webhook(state, caller, tenant, webhook_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -146,7 +146,7 @@ async def post_rotation(
     tenant_id: str, webhook_id: UUID, caller: RequireWebhookConfigure, state: State
 ) -> WebhookCreated:
     """The new secret, shown this once; attempts from now on are signed with it. Audited."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await rotate_secret(state, caller, tenant, webhook_id)
 
 
@@ -164,7 +164,7 @@ async def get_endpoint_deliveries(
     limit: Limit = 50,
 ) -> DeliveryList:
     """Newest first, each with its status and how its last attempt went."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await list_deliveries(
         state, tenant, webhook_id=webhook_id, task_id=task_id, one_off=False, limit=limit
     )
@@ -184,7 +184,7 @@ async def get_deliveries(
     limit: Limit = 50,
 ) -> DeliveryList:
     """Every endpoint's and tasks' one-off ones, newest first."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await list_deliveries(
         state, tenant, webhook_id=None, task_id=task_id, one_off=one_off, limit=limit
     )
@@ -196,7 +196,7 @@ async def get_delivery(
 ) -> DeliveryDetail:
     """With every attempt: when, how long, the receiver's status and the start of its answer,
     or why it failed."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await read_delivery(state, tenant, delivery_id)
 
 
@@ -210,5 +210,5 @@ async def post_redelivery(
 ) -> DeliveryOut:
     """Due again now, with the same `webhook-id` (receivers deduplicate by it), and retried
     for another day should it fail. Audited (`webhook.redeliver`)."""
-    tenant = await caller.scope(state, tenant_id)
+    tenant = await caller.scope(state.tenants, tenant_id)
     return await redeliver(state, caller, tenant, delivery_id)

@@ -7,8 +7,6 @@ from uuid import UUID, uuid4
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.api.access import Caller
-from app.api.auditing import record_change
 from app.api.errors import UNAVAILABLE, VALIDATION, ApiError, FieldProblem
 from app.api.state import AppState
 from app.api.webhooks.schemas import (
@@ -25,6 +23,8 @@ from app.api.webhooks.schemas import (
 )
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction
+from app.governance.auditing import record_change
+from app.governance.callers import Caller
 from app.governance.tenants import Tenant
 from app.resources.webhooks import Webhooks
 from app.resources.webhooks.signing import endpoint_secret_name, new_secret

@@ -1,4 +1,6 @@
-"""Audit events of what callers read and change through the API."""
+"""Audit events of what callers read and change: one helper records a change of a tenant's
+configuration with who made it and what it was before and after, in the transaction that
+makes it."""
 
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -7,9 +9,9 @@ from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.api.access import Caller
 from app.chain.models import utc_now
 from app.governance.audit import AuditAction, audit_row
+from app.governance.callers import Caller
 from app.governance.tenants import Tenant
 from app.security.visibility import ReaderView
 from app.storage.audit import AuditRepository
