@@ -63,10 +63,16 @@ class Database:
         await self.engine.dispose()
 
 
+# How long a SQLite connection waits for another's write lock before it fails.
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+
 def _sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
     cursor = dbapi_connection.cursor()
+    # The wait for a lock first: switching an empty database to WAL takes its lock too, and
+    # a connection opened while another process holds it would fail at once without it.
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
     cursor.close()

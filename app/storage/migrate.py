@@ -9,12 +9,14 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.storage.database import Database
+from app.storage.database import SQLITE_BUSY_TIMEOUT_MS, Database
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # The Postgres advisory lock held while migrating ("omniforg" in ASCII): one key for every
 # process of every version, so that any two migrators of one database take turns.
 MIGRATION_LOCK_KEY = 0x6F6D6E69666F7267
+# How long a SQLite migrator waits for the others (a request waits `SQLITE_BUSY_TIMEOUT_MS`).
+MIGRATION_WAIT_MS = 120_000
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -47,7 +49,11 @@ async def upgrade_to_head(database: Database) -> None:
 
     async with database.transaction() as connection:
         await _lock_for_migrations(connection)
-        await connection.run_sync(upgrade)
+        try:
+            await connection.run_sync(upgrade)
+        finally:
+            if connection.dialect.name == "sqlite":  # back to a request's wait, for the pool
+                await connection.exec_driver_sql(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
 
 
 async def _lock_for_migrations(connection: AsyncConnection) -> None:
@@ -61,8 +67,10 @@ async def _lock_for_migrations(connection: AsyncConnection) -> None:
     elif connection.dialect.name == "sqlite":
         # The sqlite3 module begins no transaction before DDL, so each CREATE would commit on
         # its own and two migrators would both create the same table. Begin one that holds
-        # the write lock from its start; another migrator waits for it (busy_timeout), and
-        # the migration becomes atomic.
+        # the write lock from its start; another migrator waits for it, and the migration
+        # becomes atomic. Replicas started together each wait for all the others' whole
+        # migrations: longer than a request waits for a write (restored after the commit).
+        await connection.exec_driver_sql(f"PRAGMA busy_timeout={MIGRATION_WAIT_MS}")
         await connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
