@@ -196,7 +196,7 @@ async def test_a_task_runs_the_version_it_names_and_records_it(
         ]
 
     assert _system_prompts(service) == ["Version one speaking.", "Version two speaking."]
-    assert (pinned["status"], pinned["result"]) == ("completed", "One.")
+    assert (pinned["status"], pinned["answer"]) == ("completed", "One.")
     assert pinned["agent"] == {"name": "scribe", "version": 1}
     assert newest["agent"] == {"name": "scribe", "version": 2}
     assert [chain["agent_id"] for chain in chains] == ["scribe@1", "scribe@2"]
@@ -247,7 +247,8 @@ async def test_a_callers_system_message_follows_the_agents_instructions(
     async with service.client(tenant) as member:
         task = await _run(member, input=None, messages=messages, agent="greeter")
 
-    assert task["result"] == "Bonjour."
+    assert task["answer"] == "Bonjour."
+    assert task["result"] == task["answer"]  # the old name, deprecated, for one release
     assert service.fake_llm.requests_for(MODEL)[-1].body["messages"] == [
         {"role": "system", "content": "You greet people."},
         *messages,
@@ -276,7 +277,7 @@ async def test_an_archived_agent_runs_no_new_task_while_its_past_tasks_still_rea
     assert_problem(refused, 409, "agent-archived")
     assert old_again.status_code == 200
     assert old_again.json()["agent"] == {"name": "retiring", "version": 1}
-    assert old_again.json()["result"] == "Done."
+    assert old_again.json()["answer"] == "Done."
     assert read["status"] == "archived"
     assert read["archived_at"] is not None
     assert version.status_code == 200

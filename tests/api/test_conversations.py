@@ -88,7 +88,8 @@ async def test_the_third_turn_sends_the_first_two_in_order_tools_included(
     assert detail["turn_count"] == 3
     assert detail["metadata"] == {"channel": "chat"}
     assert [t["task_id"] for t in detail["turns"]] == [first["id"], second["id"], third["id"]]
-    assert [t["result"] for t in detail["turns"]] == [
+    assert [t["result"] for t in detail["turns"]] == [t["answer"] for t in detail["turns"]]
+    assert [t["answer"] for t in detail["turns"]] == [
         "17 * 23 + 4 is 395.",
         "Doubled, that is 790.",
         "You are welcome.",

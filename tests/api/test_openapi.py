@@ -126,3 +126,12 @@ def test_the_openai_compatible_stream_documents_its_chunk_frames() -> None:
     frame = content["text/event-stream"]["itemSchema"]
     assert frame["required"] == ["data"]
     assert "[DONE]" in frame["properties"]["data"]["description"]
+
+
+def test_the_answer_has_one_name_and_its_old_one_is_marked_deprecated() -> None:
+    schemas = json.loads(COMMITTED.read_text(encoding="utf-8"))["components"]["schemas"]
+    for name in ("TaskOut", "TurnOut"):
+        fields = schemas[name]["properties"]
+        assert "answer" in fields
+        assert fields["result"]["deprecated"] is True
+        assert "deprecated" not in fields["answer"]

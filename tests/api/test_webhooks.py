@@ -79,7 +79,8 @@ async def test_a_completed_task_is_delivered_signed_to_the_endpoints_that_subscr
     assert body["data"]["task_id"] == accepted["task_id"]
     assert body["data"]["chain_id"] == accepted["chain_id"]
     assert body["data"]["status"] == "completed"
-    assert body["data"]["final_answer"] == "42."
+    assert body["data"]["answer"] == "42."
+    assert body["data"]["final_answer"] == "42."  # the old name, deprecated, for one release
     assert body["data"]["usage"]["input_tokens"] == 10
     assert body["data"]["usage"]["output_tokens"] == 5
     assert len(receiver.received) == 1  # the other endpoint hears of failures only
@@ -126,6 +127,7 @@ async def test_a_failed_task_is_delivered_as_task_failed_with_its_error(
     assert delivery.json["type"] == "task.failed"
     assert data["status"] == "failed"
     assert data["error"]["code"] == "llm_error"
+    assert "answer" not in data
     assert "final_answer" not in data
 
 

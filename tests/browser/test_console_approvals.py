@@ -198,7 +198,7 @@ async def test_an_admin_edits_a_waiting_calls_arguments_and_approves_and_the_cha
     # The API agrees: the tool ran with the edited arguments, and the model read its result.
     task = await finished(service, tenant, task_id)
     assert task["status"] == "completed"
-    assert task["result"] == ANSWER
+    assert task["answer"] == ANSWER
     chain = await api_json(service, tenant, f"/api/v1/tasks/{task_id}/chain")
     [result] = calculator_results(chain)
     assert result["success"] is True

@@ -79,7 +79,7 @@ async def test_a_member_starts_a_conversation_and_the_second_answer_types_in_liv
     await expect(latest.locator('[data-role="agent"]')).to_have_text(SECOND)
 
     detail = await api_json(service, tenant, f"/api/v1/conversations/{conversation_id}")
-    assert [turn["result"] for turn in detail["turns"]] == [FIRST, SECOND]
+    assert [turn["answer"] for turn in detail["turns"]] == [FIRST, SECOND]
     await expect(page.locator('[data-role="agent"]')).to_have_text([FIRST, SECOND])
     await expect(page.locator('[data-role="user"]')).to_have_text(
         ["Help me plan a trip.", "Somewhere in Japan, in autumn."]

@@ -121,7 +121,7 @@ async def test_a_member_submits_a_task_and_watches_its_steps_and_answer_arrive_l
     task = await api_json(service, tenant, f"/api/v1/tasks/{task_id}")
     assert task["status"] == "completed"
     assert task["agent"]["name"] == "calc-bot"
-    assert task["result"] == ANSWER
+    assert task["answer"] == ANSWER
     assert errors == []
 
 

@@ -82,7 +82,14 @@ class TurnOut(BaseModel):
     agent_version: int | None
     input: str | None = None
     messages: list[dict[str, Any]] | None = None
-    result: str | None
+    answer: str | None = Field(
+        description="The agent's answer (the stream's `done` event and webhooks call it "
+        "`answer` too); null until the task ends with one."
+    )
+    result: str | None = Field(
+        deprecated="`result` is the old name of `answer`, kept for one release.",
+        description="Deprecated: the same as `answer`, under its old name.",
+    )
     output: Any = None
     error_code: ErrorCode | None
     usage: ChainMetrics
@@ -100,6 +107,7 @@ class TurnOut(BaseModel):
             agent_version=task.agent_version,
             input=request.get("input"),
             messages=request.get("messages"),
+            answer=task.final_answer,
             result=task.final_answer,
             output=task.output,
             error_code=task.error_code,

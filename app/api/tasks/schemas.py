@@ -99,7 +99,14 @@ class TaskOut(BaseModel):
         description="The task's effective budget: its own limits over its tenant's defaults.",
     )
     metadata: dict[str, Any]
-    result: str | None
+    answer: str | None = Field(
+        description="The agent's answer (the stream's `done` event and webhooks call it "
+        "`answer` too); null until the task ends with one."
+    )
+    result: str | None = Field(
+        deprecated="`result` is the old name of `answer`, kept for one release.",
+        description="Deprecated: the same as `answer`, under its old name.",
+    )
     output: Any = Field(
         default=None,
         description="The answer as JSON, valid against its agent's `response_format` (only "
@@ -168,6 +175,7 @@ class TaskOut(BaseModel):
             tools=request.get("tools"),
             budget=task.budget,
             metadata=request.get("metadata", {}),
+            answer=task.final_answer,
             result=task.final_answer,
             output=task.output,
             stop_reason=task.stop_reason,

@@ -152,7 +152,8 @@ class RunWebhooks:
         chain = self._chain
         data = self._data(event.final_state)
         if event.final_state in (TaskState.COMPLETED, TaskState.INCOMPLETE):
-            data["final_answer"] = self._answer
+            # `final_answer`: its old name, kept for one release.
+            data["answer"] = data["final_answer"] = self._answer
         if self._error is not None:
             data["error"] = self._error
         data["usage"] = usage_of(chain.metrics)

@@ -43,7 +43,7 @@ async def test_a_conversations_turns_are_sent_and_read_back_in_order(
     assert detail.metadata == {"channel": "chat"}
     assert detail.turn_count == 2
     assert [t.task_id for t in detail.turns] == [first.task_id, second.task_id]
-    assert [t.result for t in detail.turns] == ["Hello, Ada.", "Your name is Ada."]
+    assert [t.answer for t in detail.turns] == ["Hello, Ada.", "Your name is Ada."]
     assert detail.totals.total_cost_usd == cost_of(50, 5) + cost_of(80, 6)
     assert listed == [conversation.id]
 

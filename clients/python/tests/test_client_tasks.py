@@ -58,7 +58,7 @@ async def test_a_blocking_client_submits_follows_the_typed_stream_and_reads_the_
 
         assert task.status == "completed"
         assert task.is_finished
-        assert task.result == "17 * 23 + 4 = 395."
+        assert task.answer == "17 * 23 + 4 = 395."
         assert task.metadata == {"ticket": 7}
         assert task.usage.total_cost_usd == TWO_TOOL_TASK_COST
         assert isinstance(task.usage.total_cost_usd, Decimal)
@@ -83,7 +83,7 @@ async def test_an_async_client_waits_for_a_task_and_gets_its_result(
 
     assert task.id == accepted.task_id
     assert task.status == "completed"
-    assert task.result == "Forty-two."
+    assert task.answer == "Forty-two."
     assert task.messages == [{"role": "user", "content": "Answer?"}]
 
 

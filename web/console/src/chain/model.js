@@ -21,7 +21,7 @@ export function initialChain(task) {
     live: {}, // call step id → { attempt, content, reasoning }: an LLM call's reply so far
     progress: {}, // call step id → { message, fraction, reports }: a tool's last report
     metrics: task?.usage ?? null,
-    answer: task?.result ?? null,
+    answer: task?.answer ?? null,
     output: task?.output ?? null,
     stopReason: task?.stop_reason ?? null,
     error: task?.error_code ? { code: task.error_code, message: task.error_message } : null,

@@ -145,7 +145,7 @@ function activity(chain) {
 
 function Turn({ turn, live }) {
   const running = !isFinished(turn.status);
-  const answer = turn.result ?? (live ? live.chain.answer ?? draftAnswer(live.chain) : null);
+  const answer = turn.answer ?? (live ? live.chain.answer ?? draftAnswer(live.chain) : null);
   let bubble;
   if (answer !== null && answer !== undefined) {
     bubble = (

@@ -51,7 +51,7 @@ function Metrics({ task, metrics, live }) {
 }
 
 function Answer({ task, chain }) {
-  const answer = chain.answer ?? task.result;
+  const answer = chain.answer ?? task.answer;
   const output = chain.output ?? task.output;
   const failure = chain.error ?? (task.error_code ? { code: task.error_code, message: task.error_message } : null);
   const draft = draftAnswer({ ...chain, answer });
