@@ -1,6 +1,6 @@
 // The console's frame: navigation by what the caller's roles allow, who is signed in, and
 // the page of the current path.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { ErrorNote, Loading } from "./components.jsx";
 import { Link, navigate, useRoute } from "./router.jsx";
 import { useSession } from "./session.js";
@@ -78,10 +78,22 @@ function NotFound({ path }) {
 export function App() {
   const { me, can, signOut } = useSession();
   const route = useRoute();
+  // On a narrow screen the navigation folds behind the menu button (console.css); a wide one
+  // shows it always and hides the button.
+  const [menuOpen, setMenuOpen] = useState(false);
+  const menuButton = useRef(null);
+  const closeMenu = () => {
+    setMenuOpen(false);
+    menuButton.current?.focus();
+  };
 
   useEffect(() => {
     if (route.path === "/") navigate("/tasks", { replace: true });
   }, [route.path]);
+  // Every navigation folds the menu, a link to the page already shown included.
+  useEffect(() => {
+    setMenuOpen(false);
+  }, [route]);
 
   let content = null;
   for (const [pattern, Component] of ROUTES) {
@@ -95,35 +107,56 @@ export function App() {
 
   return (
     <div class="layout">
-      <nav class="sidebar" aria-label="Console">
+      <nav
+        class="sidebar"
+        aria-label="Console"
+        onKeyDown={(event) => {
+          if (event.key === "Escape" && menuOpen) closeMenu();
+        }}
+      >
         <div class="sidebar-inner">
-          <div class="brand">
-            <span class="brand-mark">◆</span> OmniForge
-          </div>
-          <ul>
-            {NAVIGATION.filter((item) => item.allowed(can)).map((item) => (
-              <li key={item.to}>
-                <Link
-                  to={item.to}
-                  class={route.path.startsWith(item.to) ? "active" : ""}
-                  aria-current={route.path.startsWith(item.to) ? "page" : undefined}
-                >
-                  {item.label}
-                </Link>
-              </li>
-            ))}
-          </ul>
-          <div class="whoami">
-            <div class="tenant" title="Tenant">
-              {me.tenant.name} <span class="mono muted">({me.tenant.id})</span>
+          <div class="sidebar-bar">
+            <div class="brand">
+              <span class="brand-mark">◆</span> OmniForge
             </div>
-            <div class="subject" title="Signed in as">
-              {me.api_key ? `key “${me.api_key.name}”` : me.subject}
-            </div>
-            <div class="roles">{me.roles.join(", ") || "no roles"}</div>
-            <button class="link" onClick={signOut}>
-              Sign out
+            <button
+              type="button"
+              class="menu-button"
+              ref={menuButton}
+              aria-expanded={menuOpen ? "true" : "false"}
+              aria-controls="console-menu"
+              onClick={() => setMenuOpen(!menuOpen)}
+            >
+              <span class="menu-icon" aria-hidden="true" />
+              Menu
             </button>
+          </div>
+          <div id="console-menu" class={`sidebar-menu${menuOpen ? " open" : ""}`}>
+            <ul>
+              {NAVIGATION.filter((item) => item.allowed(can)).map((item) => (
+                <li key={item.to}>
+                  <Link
+                    to={item.to}
+                    class={route.path.startsWith(item.to) ? "active" : ""}
+                    aria-current={route.path.startsWith(item.to) ? "page" : undefined}
+                  >
+                    {item.label}
+                  </Link>
+                </li>
+              ))}
+            </ul>
+            <div class="whoami">
+              <div class="tenant" title="Tenant">
+                {me.tenant.name} <span class="mono muted">({me.tenant.id})</span>
+              </div>
+              <div class="subject" title="Signed in as">
+                {me.api_key ? `key “${me.api_key.name}”` : me.subject}
+              </div>
+              <div class="roles">{me.roles.join(", ") || "no roles"}</div>
+              <button class="link" onClick={signOut}>
+                Sign out
+              </button>
+            </div>
           </div>
         </div>
       </nav>

@@ -252,7 +252,7 @@ export function TasksPage({ query }) {
         ) : (
           tasks.length > 0 && (
             <div class="table-scroll">
-              <table class="tasks-table" aria-label="Tasks">
+              <table class="tasks-table stack-narrow" aria-label="Tasks">
                 <thead>
                   <tr>
                     <th>Task</th>
@@ -276,15 +276,21 @@ export function TasksPage({ query }) {
                         <Status value={task.status} />
                       </td>
                       <td class="mono">{agentLabel(task)}</td>
-                      <td class="input-cell" title={inputText(task)}>
+                      <td class="input-cell stack-full" title={inputText(task)}>
                         {excerpt(inputText(task), 70)}
                       </td>
-                      <td class="number">{count(task.usage.total_tokens)}</td>
-                      <td class="number">{usd(task.usage.total_cost_usd)}</td>
+                      <td class="number" data-label="Tokens">
+                        {count(task.usage.total_tokens)}
+                      </td>
+                      <td class="number" data-label="Cost">
+                        {usd(task.usage.total_cost_usd)}
+                      </td>
                       <td class="nowrap">{when(task.created_at)}</td>
-                      <td class="number nowrap">{wallTime(task)}</td>
+                      <td class="number nowrap" data-label="Duration">
+                        {wallTime(task)}
+                      </td>
                       {canCancel && (
-                        <td class="nowrap">
+                        <td class="nowrap stack-end">
                           {mayCancel(session, task) && (
                             <CancelCell
                               task={task}

@@ -210,7 +210,7 @@ export function KeysSection() {
           {!list.loading && !list.error && list.items.length === 0 && <Empty>No API keys{showRevoked ? "" : " in use"}.</Empty>}
           {list.items.length > 0 && (
             <div class="table-scroll">
-              <table class="keys">
+              <table class="keys stack-narrow">
                 <thead>
                   <tr>
                     <th scope="col">Name and prefix</th>
@@ -230,7 +230,7 @@ export function KeysSection() {
                     const limits = limitsText(key.quotas);
                     return (
                       <tr key={key.id}>
-                        <td>
+                        <td class="stack-full">
                           <div class="nowrap">
                             <strong>{key.name}</strong>
                             {mine && <span class="status tone-active tag">this session</span>}
@@ -240,7 +240,7 @@ export function KeysSection() {
                           </div>
                           {limits && <div class="muted small-text">Limits: {limits}</div>}
                         </td>
-                        <td>{key.roles.join(", ")}</td>
+                        <td data-label="Roles">{key.roles.join(", ")}</td>
                         <td>
                           <Status value={key.status} />
                           {key.revoked_at && (
@@ -249,7 +249,7 @@ export function KeysSection() {
                             </div>
                           )}
                         </td>
-                        <td>
+                        <td data-label="Created">
                           <div class="nowrap" title={when(key.created_at)}>
                             {shortWhen(key.created_at)}
                           </div>
@@ -257,10 +257,10 @@ export function KeysSection() {
                             by {key.created_by}
                           </div>
                         </td>
-                        <td class="nowrap" title={when(key.expires_at)}>
+                        <td class="nowrap" data-label="Expires" title={when(key.expires_at)}>
                           {key.expires_at ? shortWhen(key.expires_at) : <span class="muted">never</span>}
                         </td>
-                        <td class="nowrap" title={when(key.last_used_at)}>
+                        <td class="nowrap" data-label="Last used" title={when(key.last_used_at)}>
                           {key.last_used_at ? shortWhen(key.last_used_at) : <span class="muted">never</span>}
                         </td>
                         <td class="row-actions">

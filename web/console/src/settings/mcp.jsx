@@ -92,7 +92,7 @@ function ServerList({ base, servers, onChanged }) {
         <Empty>No MCP server registered. Register one below: its tools become this tenant's tools.</Empty>
       ) : (
         <div class="table-scroll">
-          <table class="servers">
+          <table class="servers stack-narrow">
             <thead>
               <tr>
                 <th scope="col">Server</th>
@@ -109,17 +109,23 @@ function ServerList({ base, servers, onChanged }) {
               {items.map((server) => (
                 <Fragment key={server.id}>
                   <tr>
-                    <td>
+                    <td class="stack-full">
                       <strong>{server.name}</strong>
                       <div class="mono muted url">{server.url}</div>
                     </td>
-                    <td class="status-cell">
+                    <td class="status-cell stack-full">
                       <McpStatus value={server.status} />
                       {server.status_detail && <div class={`status-detail ${server.status === "error" ? "bad" : "muted"}`}>{server.status_detail}</div>}
                     </td>
-                    <td class="nowrap">{server.checked_at ? when(server.checked_at) : <span class="muted">never</span>}</td>
-                    <td class="number">{count(server.tools.length)}</td>
-                    <td class="number">{count(server.skipped_tools.length)}</td>
+                    <td class="nowrap" data-label="Checked">
+                      {server.checked_at ? when(server.checked_at) : <span class="muted">never</span>}
+                    </td>
+                    <td class="number" data-label="Tools">
+                      {count(server.tools.length)}
+                    </td>
+                    <td class="number" data-label="Skipped">
+                      {count(server.skipped_tools.length)}
+                    </td>
                     <td class="row-actions">
                       <button
                         type="button"
@@ -163,7 +169,7 @@ function ServerList({ base, servers, onChanged }) {
                   </tr>
                   {open[server.id] && (
                     <tr class="details-row">
-                      <td colSpan={6}>
+                      <td colSpan={6} class="stack-full">
                         <ServerDetails server={server} />
                       </td>
                     </tr>

@@ -47,7 +47,7 @@ function ModelTable({ models }) {
   if (models.data.items.length === 0) return <Empty>No configured model is approved for this tenant.</Empty>;
   return (
     <div class="table-scroll">
-      <table>
+      <table class="stack-narrow">
         <thead>
           <tr>
             <th scope="col">Model</th>
@@ -62,7 +62,7 @@ function ModelTable({ models }) {
             const first = model.deployments[0];
             return (
               <tr key={model.name}>
-                <td>
+                <td class="stack-full">
                   <span class="mono">{model.name}</span>
                   {model.default && <span class="status tone-active tag">default</span>}
                   {!model.priced && <span class="status tone-warn tag">unpriced</span>}
@@ -71,10 +71,18 @@ function ModelTable({ models }) {
                     {first ? ` · ${first.provider}` : ""}
                   </div>
                 </td>
-                <td class="number">{perMillion(first?.input_cost_per_token)}</td>
-                <td class="number">{perMillion(first?.output_cost_per_token)}</td>
-                <td class="number">{model.max_output_tokens ? count(model.max_output_tokens) : "—"}</td>
-                <td class="mono">{model.fallbacks.join(", ") || <span class="muted">none</span>}</td>
+                <td class="number" data-label="Input /1M">
+                  {perMillion(first?.input_cost_per_token)}
+                </td>
+                <td class="number" data-label="Output /1M">
+                  {perMillion(first?.output_cost_per_token)}
+                </td>
+                <td class="number" data-label="Output cap">
+                  {model.max_output_tokens ? count(model.max_output_tokens) : "—"}
+                </td>
+                <td class="mono" data-label="Fallbacks">
+                  {model.fallbacks.join(", ") || <span class="muted">none</span>}
+                </td>
               </tr>
             );
           })}

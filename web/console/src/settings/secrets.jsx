@@ -52,7 +52,7 @@ export function SecretsSection({ tenantId }) {
         {!list.loading && !list.error && list.items.length === 0 && <Empty>No secrets yet. Set one to reference it from tools and MCP servers.</Empty>}
         {list.items.length > 0 && (
           <div class="table-scroll">
-          <table>
+          <table class="stack-narrow">
             <thead>
               <tr>
                 <th scope="col">Name</th>
@@ -66,9 +66,13 @@ export function SecretsSection({ tenantId }) {
             <tbody>
               {list.items.map((secret) => (
                 <tr key={secret.name}>
-                  <td class="mono">{secret.name}</td>
-                  <td class="muted nowrap">{secret.updated_by}</td>
-                  <td class="nowrap">{when(secret.updated_at)}</td>
+                  <td class="mono stack-full">{secret.name}</td>
+                  <td class="muted nowrap" data-label="Set by">
+                    {secret.updated_by}
+                  </td>
+                  <td class="nowrap" data-label="Updated">
+                    {when(secret.updated_at)}
+                  </td>
                   <td class="row-actions">
                     <ConfirmButton
                       label="Delete"

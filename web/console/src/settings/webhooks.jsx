@@ -64,7 +64,7 @@ function Deliveries({ base, endpoint }) {
       {list.data && items.length === 0 && <Empty>No deliveries yet.</Empty>}
       {items.length > 0 && (
         <div class="table-scroll">
-          <table>
+          <table class="stack-narrow">
             <thead>
               <tr>
                 <th scope="col">Event</th>
@@ -85,8 +85,10 @@ function Deliveries({ base, endpoint }) {
                     {delivery.last_error && <div class="muted small-text">{delivery.last_error}</div>}
                     {open === delivery.id && <Attempts base={base} delivery={delivery} />}
                   </td>
-                  <td>{delivery.attempts}</td>
-                  <td class="nowrap">{when(delivery.created_at)}</td>
+                  <td data-label="Attempts">{delivery.attempts}</td>
+                  <td class="nowrap" data-label="Stored">
+                    {when(delivery.created_at)}
+                  </td>
                   <td class="row-actions">
                     <button type="button" onClick={() => setOpen(open === delivery.id ? null : delivery.id)}>
                       {open === delivery.id ? "Hide attempts" : "Attempts"}
@@ -152,7 +154,7 @@ export function WebhooksSection({ tenantId }) {
           {list.data && endpoints.length === 0 && <Empty>No endpoints yet. Add one to be told when tasks end.</Empty>}
           {endpoints.length > 0 && (
             <div class="table-scroll">
-              <table>
+              <table class="stack-narrow">
                 <thead>
                   <tr>
                     <th scope="col">URL</th>
@@ -166,8 +168,10 @@ export function WebhooksSection({ tenantId }) {
                 <tbody>
                   {endpoints.map((endpoint) => (
                     <tr key={endpoint.id}>
-                      <td class="mono webhook-url">{endpoint.url}</td>
-                      <td class="small-text">{endpoint.events.join(", ")}</td>
+                      <td class="mono webhook-url stack-full">{endpoint.url}</td>
+                      <td class="small-text" data-label="Events">
+                        {endpoint.events.join(", ")}
+                      </td>
                       <td>{endpoint.enabled ? "enabled" : "paused"}</td>
                       <td class="row-actions">
                         <button type="button" onClick={() => setShown(shown === endpoint.id ? null : endpoint.id)}>
