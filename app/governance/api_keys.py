@@ -6,9 +6,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 from uuid import UUID, uuid4
 
+from app.caches import TtlCache
 from app.chain.models import utc_now
 from app.errors import OmniForgeError
 from app.governance.audit import AuditAction, audit_row
@@ -24,6 +26,7 @@ from app.storage.records import ApiKeyRecord
 # A key's last use is written at most this often (one write per key per minute, not one per
 # request).
 USE_RECORDED_EVERY = timedelta(minutes=1)
+# Verifications cached at most (unknown secrets come from callers: the cache stays bounded).
 _MAX_CACHED = 10_000
 
 
@@ -62,9 +65,9 @@ class ApiKeys:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._database = database
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._cache: dict[str, tuple[float, ApiKeyRecord | None]] = {}
+        self._cache = TtlCache[str, ApiKeyRecord | None](
+            ttl_s=ttl_s, max_entries=_MAX_CACHED, clock=clock
+        )
 
     async def create(
         self,
@@ -113,7 +116,7 @@ class ApiKeys:
                     [_audit(AuditAction.API_KEY_REVOKE, record, by, now)]
                 )
         if record is not None:
-            self._cache.pop(record.secret_sha256, None)
+            self._cache.invalidate(record.secret_sha256)
         return record
 
     async def verify(self, secret: str) -> KeyGrant:
@@ -121,7 +124,7 @@ class ApiKeys:
         if not well_formed(secret):
             raise AuthenticationFailed("the API key is malformed")
         digest = secret_digest(secret)
-        record = await self._record(digest)
+        record = await self._cache.get_or_load(digest, partial(self._read, digest))
         now = utc_now()
         if record is None:
             raise AuthenticationFailed("the API key is not valid")
@@ -168,29 +171,19 @@ class ApiKeys:
         quotas = None if record.quotas is None else TenantQuotas.model_validate(record.quotas)
         return KeyGrant(principal, record.id, record.name, quotas)
 
-    async def _record(self, digest: str) -> ApiKeyRecord | None:
-        now = self._clock()
-        cached = self._cache.get(digest)
-        if cached is not None and cached[0] > now:
-            return cached[1]
+    async def _read(self, digest: str) -> ApiKeyRecord | None:
         async with self._database.read() as connection:
-            record = await key_by_digest(connection, digest)
-        self._remember(digest, record, now)
-        return record
+            return await key_by_digest(connection, digest)
 
     async def _mark_used(self, digest: str, record: ApiKeyRecord, at: datetime) -> None:
         async with self._database.transaction() as connection:
             await mark_used(connection, record.id, at)
-        cached = self._cache.get(digest)
-        if cached is not None:
-            self._cache[digest] = (cached[0], record.model_copy(update={"last_used_at": at}))
+        # On what is cached now, which a revocation may have replaced meanwhile.
+        self._cache.update(digest, partial(_used_at, at=at))
 
-    def _remember(self, digest: str, record: ApiKeyRecord | None, now: float) -> None:
-        if self._ttl_s <= 0:
-            return
-        if len(self._cache) >= _MAX_CACHED:  # unknown secrets come from callers: stay bounded
-            self._cache.clear()
-        self._cache[digest] = (now + self._ttl_s, record)
+
+def _used_at(record: ApiKeyRecord | None, *, at: datetime) -> ApiKeyRecord | None:
+    return None if record is None else record.model_copy(update={"last_used_at": at})
 
 
 def _audit(action: AuditAction, record: ApiKeyRecord, by: str, at: datetime) -> dict[str, Any]:

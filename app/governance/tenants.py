@@ -5,8 +5,10 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from app.caches import TtlCache
 from app.chain.models import utc_now
 from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
@@ -17,6 +19,8 @@ from app.storage.records import TenantRecord
 from app.storage.tenants import TenantExists, TenantRepository
 
 DEFAULT_TENANT = "default"
+# Tenants cached at most (ids come from tokens: the cache stays bounded).
+_MAX_CACHED = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,29 +66,22 @@ class TenantDirectory:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._database = database
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._cache: dict[str, tuple[float, Tenant | None]] = {}
+        self._cache = TtlCache[str, Tenant | None](
+            ttl_s=ttl_s, max_entries=_MAX_CACHED, clock=clock
+        )
 
     async def get(self, tenant_id: str) -> Tenant | None:
-        now = self._clock()
-        cached = self._cache.get(tenant_id)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        async with self._database.read() as connection:
-            record = await TenantRepository(connection).get(tenant_id)
-        tenant = None if record is None else Tenant.of(record)
-        if self._ttl_s > 0:
-            if len(self._cache) > 10_000:  # ids come from tokens: keep the cache bounded
-                self._cache.clear()
-            self._cache[tenant_id] = (now + self._ttl_s, tenant)
-        return tenant
+        return await self._cache.get_or_load(tenant_id, partial(self._read, tenant_id))
 
     def put(self, record: TenantRecord) -> Tenant:
         tenant = Tenant.of(record)
-        if self._ttl_s > 0:
-            self._cache[record.id] = (self._clock() + self._ttl_s, tenant)
+        self._cache.put(record.id, tenant)
         return tenant
+
+    async def _read(self, tenant_id: str) -> Tenant | None:
+        async with self._database.read() as connection:
+            record = await TenantRepository(connection).get(tenant_id)
+        return None if record is None else Tenant.of(record)
 
 
 def quotas_of(record: TenantRecord) -> TenantQuotas:

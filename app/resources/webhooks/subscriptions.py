@@ -3,15 +3,16 @@ short per-tenant cache, so tenants without webhooks cost a dictionary look-up) a
 own `webhook_url`; and the outbox rows a run's events make, built as its recorder numbers
 them so they are stored in the same transaction as the change they announce."""
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from uuid import UUID
 
 from sqlalchemy import select
 
+from app.caches import TtlCache
 from app.chain import (
     ApprovalRequiredEvent,
     BudgetWarningEvent,
@@ -32,6 +33,7 @@ from app.storage.webhook_outbox import (
     usage_of,
 )
 
+# Tenants whose subscriptions are cached at most.
 MAX_CACHED_TENANTS = 10_000
 
 
@@ -60,35 +62,22 @@ class WebhookSubscriptions:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._database = database
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._cache: dict[str, tuple[float, Subscriptions]] = {}
-        self._generation: dict[str, int] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._cache = TtlCache[str, Subscriptions](
+            ttl_s=ttl_s, max_entries=MAX_CACHED_TENANTS, clock=clock
+        )
 
     async def of(self, tenant_id: str) -> Subscriptions:
-        cached = self._cache.get(tenant_id)
-        if cached is not None and cached[0] > self._clock():
-            return cached[1]
-        async with self._locks.setdefault(tenant_id, asyncio.Lock()):
-            cached = self._cache.get(tenant_id)
-            if cached is not None and cached[0] > self._clock():
-                return cached[1]
-            generation = self._generation.get(tenant_id, 0)
-            e = webhook_endpoints.c
-            statement = select(e.id, e.events).where(e.tenant_id == tenant_id, e.enabled.is_(True))
-            async with self._database.read() as connection:
-                rows = (await connection.execute(statement)).all()
-            found = Subscriptions(tuple((row.id, frozenset(row.events)) for row in rows))
-            if self._generation.get(tenant_id, 0) == generation:
-                if len(self._cache) >= MAX_CACHED_TENANTS:
-                    self._cache.clear()
-                self._cache[tenant_id] = (self._clock() + self._ttl_s, found)
-            return found
+        return await self._cache.get_or_load(tenant_id, partial(self._read, tenant_id))
 
     def changed(self, tenant_id: str) -> None:
-        self._generation[tenant_id] = self._generation.get(tenant_id, 0) + 1
-        self._cache.pop(tenant_id, None)
+        self._cache.invalidate(tenant_id)
+
+    async def _read(self, tenant_id: str) -> Subscriptions:
+        e = webhook_endpoints.c
+        statement = select(e.id, e.events).where(e.tenant_id == tenant_id, e.enabled.is_(True))
+        async with self._database.read() as connection:
+            rows = (await connection.execute(statement)).all()
+        return Subscriptions(tuple((row.id, frozenset(row.events)) for row in rows))
 
 
 class RunWebhooks:
