@@ -29,7 +29,7 @@ from uuid import uuid4
 import aiohttp
 import yaml
 
-from app.agents.base import _Output
+from app.agents.run_events import StampedOutput
 from app.runs.live import LiveRun
 from app.security import mint_token
 from app.tools.models import OutputDelta
@@ -188,7 +188,7 @@ async def _own_part_async(deltas: int) -> float:
     # A live run as far as streaming output needs one: its ids and its channel.
     recorder = SimpleNamespace(chain=SimpleNamespace(id=uuid4()))
     live = LiveRun(uuid4(), cast(Any, None), cast(Any, recorder), cast(Any, None))
-    stamp = _Output(live.stream_output)  # the run has emitted nothing yet: after 0
+    stamp = StampedOutput(live.stream_output)  # the run has emitted nothing yet: after 0
     follower = live.channel.follow(after=0)
     piece = OutputDelta(uuid4(), uuid4(), 1, "content", "ok ")
     sent = 0

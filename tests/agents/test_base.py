@@ -1,12 +1,13 @@
 """CoTAgent and ReasoningEngine as a user's own agent sees them, on the offline demo model."""
 
 import asyncio
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
 
 from app.agents import AgentRuntime, AgentTask, CoTAgent, ReasoningEngine, RuntimeSettings
-from app.agents.base import AgentRun
+from app.agents.run import AgentRun
 from app.chain import (
     ChainCompletedEvent,
     ChainFailedEvent,
@@ -174,6 +175,7 @@ async def test_a_reader_that_goes_away_cancels_the_run(runtime: AgentRuntime) ->
     agent = Waiting(runtime)
     run = agent.start(AgentTask(input="x"))
     events = run.events()
+    assert isinstance(events, AsyncGenerator)
     async for event in events:
         if event.type == "reasoning_step":
             break
