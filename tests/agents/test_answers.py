@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.agents import AgentRuntime, AgentTask, RuntimeSettings
-from app.agents.react import ToolCallingMode
+from app.agents.base import ToolCallingMode
 from app.agents.spec import AgentSpec
 from app.chain import (
     ChainCompletedEvent,
@@ -167,7 +167,7 @@ async def test_a_question_with_files_attached_is_answered_the_files_listing_bein
 
 
 # The README's `support.yaml` agent.
-SUPPORT_SCHEMA = {
+SUPPORT_SCHEMA: dict[str, object] = {
     "type": "object",
     "properties": {"answer": {"type": "string"}},
     "required": ["answer"],

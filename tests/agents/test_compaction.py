@@ -85,7 +85,7 @@ async def test_a_tool_call_stays_with_its_results() -> None:
         "content": None,
         "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}],
     }
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "s"},
         {"role": "user", "content": "x" * 300},
         call,

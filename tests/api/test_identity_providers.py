@@ -12,7 +12,7 @@ import pytest
 from app.security import mint_token
 from tests.api.helpers import assert_problem
 from tests.fakes.openai_server import FakeLLMServer
-from tests.security.test_jwks import JWKSServer, SigningKey, idp, rsa_key, rsa_key_2
+from tests.security.jwks_helpers import JWKSServer, SigningKey, idp, rsa_key, rsa_key_2
 from tests.service import JWT_SECRET, Service, running_service, service_settings
 
 __all__ = ["idp", "rsa_key", "rsa_key_2"]  # fixtures

@@ -10,7 +10,7 @@ from tests.browser.conftest import OfflinePage
 from tests.browser.console import WAIT_MS, console_url
 from tests.fakes.identity_provider import identity_provider
 from tests.fakes.openai_server import FakeLLMServer
-from tests.security.test_jwks import SigningKey, rsa_key
+from tests.security.jwks_helpers import SigningKey, rsa_key
 from tests.service import running_service, service_settings
 
 __all__ = ["rsa_key"]  # fixture

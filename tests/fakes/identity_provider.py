@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 
 from aiohttp import web
 
-from tests.security.test_jwks import SigningKey
+from tests.security.jwks_helpers import SigningKey
 
 
 @dataclass

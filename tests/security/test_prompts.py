@@ -79,7 +79,7 @@ def llm_call(messages: list[dict[str, Any]]) -> Stored:
     return step.model_dump_json(), StepFacts(StepType.TOOL_CALL, ToolType.LLM, "llm", FULL)
 
 
-NATIVE = [
+NATIVE: list[dict[str, Any]] = [
     {
         "role": "assistant",
         "content": None,

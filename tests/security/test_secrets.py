@@ -7,9 +7,10 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from app.config import InsecureSettings, Settings
 from app.security.secrets import KeyRing, Sealed, SecretUnreadable, key_id_of
@@ -106,7 +107,7 @@ def test_a_key_ring_refuses_keys_that_are_not_32_bytes() -> None:
 
 
 def test_the_setting_holds_several_keys_first_one_first(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, secrets_key=f"{_b64(KEY_B)}, {_b64(KEY_A)}")
+    settings = Settings(data_dir=tmp_path, secrets_key=SecretStr(f"{_b64(KEY_B)}, {_b64(KEY_A)}"))
 
     assert settings.resolved_secrets_keys() == [KEY_B, KEY_A]
     assert not (tmp_path / "secrets-key").exists()
@@ -137,8 +138,10 @@ def test_production_reads_the_keys_from_the_environment(
 def test_a_malformed_key_is_a_settings_error_that_does_not_echo_it(
     value: str, problem: str
 ) -> None:
+    # As text, as the environment gives it: no SecretStr to hide it in the error.
+    text: dict[str, Any] = {"secrets_key": value}
     with pytest.raises(ValidationError) as raised:
-        Settings(secrets_key=value)
+        Settings(**text)
     # What `omniforge` prints of it (`app.cli.configuration.problems`): where, and the message.
     [error] = raised.value.errors()
     message = error["msg"]
@@ -152,7 +155,7 @@ def test_a_malformed_key_is_a_settings_error_that_does_not_echo_it(
 
 
 def test_production_without_a_key_is_refused_when_secrets_are_needed(tmp_path: Path) -> None:
-    settings = Settings(env="production", jwt_secret="k" * 40, data_dir=tmp_path)
+    settings = Settings(env="production", jwt_secret=SecretStr("k" * 40), data_dir=tmp_path)
 
     with pytest.raises(InsecureSettings, match="OMNIFORGE_SECRETS_KEY is required outside"):
         settings.resolved_secrets_keys()

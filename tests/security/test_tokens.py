@@ -98,7 +98,7 @@ async def test_a_token_signed_with_another_secret_is_refused() -> None:
 
 
 async def test_an_alg_none_token_is_refused() -> None:
-    token = jwt.encode(_claims(), None, algorithm="none")
+    token = jwt.encode(_claims(), "", algorithm="none")
     assert await _refusal(token) == "the token's algorithm is not accepted"
 
 
