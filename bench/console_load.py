@@ -47,7 +47,8 @@ class ConsoleLoad:
 
     @staticmethod
     def median(loads: list[Load], attribute: str) -> float:
-        return statistics.median(getattr(load, attribute) for load in loads)
+        values: list[float] = [getattr(load, attribute) for load in loads]
+        return statistics.median(values)
 
 
 async def _task(stack: Stack) -> str:

@@ -9,9 +9,9 @@ from contextlib import asynccontextmanager
 from typing import Any
 from uuid import UUID, uuid4
 
+from app.agents import RunEvent
 from app.chain import (
     ChainCompletedEvent,
-    ChainEvent,
     ChainStartedEvent,
     ChainStatus,
     DoneEvent,
@@ -67,7 +67,7 @@ class RecordedRun:
         self._recorder = RunRecorder(
             self.task_id, tenant_id, chain, auditor, fence=Fence(runner_id, 1)
         )
-        self._batch: list[ChainEvent] = [
+        self._batch: list[RunEvent] = [
             ChainStartedEvent(task_id=chain.task_id, chain_id=chain.id),
             TaskStatusEvent(task_id=chain.task_id, chain_id=chain.id, state=TaskState.WORKING),
         ]

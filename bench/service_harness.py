@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from uuid import uuid4
 
 import aiohttp
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import uvloop
 import yaml
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import aiohttp
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.service_harness import (

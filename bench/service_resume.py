@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
 from app.config import Settings
 from bench.service_harness import (

@@ -6,7 +6,7 @@ one gets them all."""
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
 from bench import (
     service_chain_read,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 import aiohttp
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
 from bench.service_harness import (
     Stack,

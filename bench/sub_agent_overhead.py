@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 import yaml
 
 from app.security import mint_token

@@ -93,8 +93,10 @@ class Instance:
 
     async def _end(self, sig: signal.Signals) -> int:
         process = self.process
-        if process is None or process.returncode is not None:
-            return process.returncode if process is not None else 0
+        if process is None:
+            return 0
+        if process.returncode is not None:
+            return process.returncode
         process.send_signal(sig)
         code = await process.wait()
         if self._drain is not None:

@@ -79,8 +79,8 @@ async def fresh_database(backend: str, directory: Path) -> AsyncIterator[str]:
             await admin.execute(f'CREATE DATABASE "{name}"')
         finally:
             await admin.close()
-        url = make_url(POSTGRES_ADMIN_URL).set(drivername="postgresql+asyncpg", database=name)
-        url = url.render_as_string(hide_password=False)
+        address = make_url(POSTGRES_ADMIN_URL).set(drivername="postgresql+asyncpg", database=name)
+        url = address.render_as_string(hide_password=False)
     database = Database(url)
     try:
         await upgrade_to_head(database)

@@ -11,7 +11,7 @@ from uuid import UUID, uuid4
 import yaml
 
 from app.agents import AgentRuntime, RuntimeSettings
-from app.agents.react import ToolCallingMode
+from app.agents.base import ToolCallingMode
 from app.chain import ChainMetrics, ChainStatus, ReasoningChain, TaskState
 from app.config import Settings
 from app.llm import LLMGateway, load_model_list

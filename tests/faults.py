@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
 from tests.cluster import free_port
 

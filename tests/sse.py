@@ -23,7 +23,8 @@ class SSE:
 async def read_sse(response: httpx.Response, *, comments: bool = False) -> AsyncIterator[SSE]:
     """Yields each event as it arrives (comments too when asked)."""
     event_id: int | None = None
-    event, data = "message", []
+    event = "message"
+    data: list[str] = []
     async for line in response.aiter_lines():
         if line == "":
             if data:

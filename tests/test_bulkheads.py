@@ -55,6 +55,6 @@ async def test_a_tenants_thread_work_past_its_slots_waits_while_anothers_runs() 
     assert not second.done()
 
     release.set()
-    assert await asyncio.gather(first, second) == ["a1", "a2"]
+    assert list(await asyncio.gather(first, second)) == ["a1", "a2"]
     assert ran.index("a2") > ran.index("b1")
     assert threads.busy("a") == 0

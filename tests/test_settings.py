@@ -9,10 +9,11 @@ import stat
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from app.cli import main
 from app.config import MIN_JWT_SECRET_BYTES, InsecureSettings, Settings
@@ -39,13 +40,13 @@ def test_production_without_a_secret_is_refused() -> None:
 @pytest.mark.parametrize("length", [1, MIN_JWT_SECRET_BYTES - 1])
 def test_production_with_a_short_secret_is_refused(length: int) -> None:
     with pytest.raises(ValidationError, match=f"at least {MIN_JWT_SECRET_BYTES} bytes"):
-        Settings(env="production", jwt_secret="k" * length)
+        Settings(env="production", jwt_secret=SecretStr("k" * length))
 
 
 def test_production_counts_the_secret_in_bytes_not_characters() -> None:
     with pytest.raises(ValidationError, match="OMNIFORGE_JWT_SECRET"):
-        Settings(env="production", jwt_secret="é" * 15 + "k")  # 16 characters, 31 bytes
-    settings = Settings(env="production", jwt_secret="é" * 16)  # 32 bytes
+        Settings(env="production", jwt_secret=SecretStr("é" * 15 + "k"))  # 16 characters, 31 bytes
+    settings = Settings(env="production", jwt_secret=SecretStr("é" * 16))  # 32 bytes
     assert settings.resolved_jwt_secret() == "é" * 16
 
 
@@ -85,11 +86,14 @@ def test_production_with_a_jwks_issuer_and_audience_needs_no_secret(
 @pytest.mark.parametrize(
     "missing", [("jwt_issuer",), ("jwt_audience",), ("jwt_issuer", "jwt_audience")]
 )
-@pytest.mark.parametrize("secret", [None, STRONG_SECRET], ids=["jwks-only", "with-secret"])
+@pytest.mark.parametrize(
+    "secret", [None, SecretStr(STRONG_SECRET)], ids=["jwks-only", "with-secret"]
+)
 def test_production_with_a_jwks_needs_an_issuer_and_an_audience(
-    missing: tuple[str, ...], secret: str | None, jwks_url: str
+    missing: tuple[str, ...], secret: SecretStr | None, jwks_url: str
 ) -> None:
-    values = {"jwt_issuer": ISSUER, "jwt_audience": AUDIENCE} | dict.fromkeys(missing, "")
+    values: dict[str, Any] = {"jwt_issuer": ISSUER, "jwt_audience": AUDIENCE}
+    values |= dict.fromkeys(missing, "")
     with pytest.raises(
         ValidationError, match="OMNIFORGE_JWT_ISSUER and OMNIFORGE_JWT_AUDIENCE must be set"
     ):
@@ -104,7 +108,7 @@ def test_production_with_a_jwks_still_refuses_a_weak_secret(secret: str, jwks_ur
             jwt_jwks_url=jwks_url,
             jwt_issuer=ISSUER,
             jwt_audience=AUDIENCE,
-            jwt_secret=secret,
+            jwt_secret=SecretStr(secret),
         )
 
 
@@ -114,7 +118,7 @@ def test_production_with_a_jwks_and_a_strong_secret_keeps_hs256(jwks_url: str) -
         jwt_jwks_url=jwks_url,
         jwt_issuer=ISSUER,
         jwt_audience=AUDIENCE,
-        jwt_secret=STRONG_SECRET,
+        jwt_secret=SecretStr(STRONG_SECRET),
     )
     assert settings.hs256_secret() == settings.resolved_jwt_secret() == STRONG_SECRET
 
@@ -159,7 +163,7 @@ async def test_the_verifier_from_jwks_only_production_settings_refuses_hs256_tok
 
 async def test_the_verifier_from_settings_reads_the_claim_names_and_leeway() -> None:
     settings = Settings(
-        jwt_secret=STRONG_SECRET,
+        jwt_secret=SecretStr(STRONG_SECRET),
         jwt_tenant_claim="org.id",
         jwt_roles_claim="realm_access.roles",
         jwt_leeway_s=0,
@@ -199,7 +203,7 @@ def test_development_without_a_secret_generates_one_in_data_dir_and_reuses_it(
 def test_development_with_a_short_explicit_secret_is_refused_when_resolved(
     tmp_path: Path,
 ) -> None:
-    settings = Settings(env="development", data_dir=tmp_path, jwt_secret="short")
+    settings = Settings(env="development", data_dir=tmp_path, jwt_secret=SecretStr("short"))
     with pytest.raises(InsecureSettings):
         settings.resolved_jwt_secret()
     assert not (tmp_path / "jwt-secret").exists()

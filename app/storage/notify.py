@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from uuid import UUID
 
-import asyncpg  # type: ignore[import-untyped]
+import asyncpg
 
 from app.storage.database import Database
 
@@ -131,8 +131,8 @@ class PostgresNotices(Notices):
             for callback in self.on_lost:
                 callback()
 
-    def _received(self, _connection: Any, _pid: int, channel: str, payload: str) -> None:
-        self.deliver(channel, payload)
+    def _received(self, _connection: Any, _pid: int, channel: str, payload: object) -> None:
+        self.deliver(channel, str(payload))  # a NOTIFY's payload is text
 
     async def _keep_connected(self) -> None:
         while True:

@@ -1,5 +1,6 @@
 """Helpers for API tests: scripted tasks, streams read to the end, problem assertions."""
 
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -53,7 +54,7 @@ async def stream(
     task_id: str,
     *,
     params: dict[str, str] | None = None,
-    **headers: str,
+    headers: Mapping[str, str] | None = None,
 ) -> list[SSE]:
     """The task's stream from the start (or where the headers say) to its end."""
     path = f"/api/v1/tasks/{task_id}/events"

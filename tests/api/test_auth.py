@@ -291,7 +291,7 @@ def _malformed(tenant: str) -> str:
 
 
 def _alg_none(tenant: str) -> str:
-    return "Bearer " + jwt.encode(_claims(tenant), None, algorithm="none")
+    return "Bearer " + jwt.encode(_claims(tenant), "", algorithm="none")
 
 
 def _without_tenant(tenant: str) -> str:

@@ -168,7 +168,7 @@ async def test_a_bad_last_event_id_is_a_validation_problem(
     async with service.client(tenant) as client:
         task = await _finished_task(service, client)
         response = await client.get(
-            f"/api/v1/tasks/{task['task_id']}/events", headers={"Last-Event-ID": last_event_id}
+            f"/api/v1/tasks/{task['task_id']}/events", headers={b"Last-Event-ID": last_event_id}
         )
     assert_invalid(response, "header.Last-Event-ID")
 

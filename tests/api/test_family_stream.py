@@ -88,7 +88,7 @@ async def test_the_parents_stream_carries_both_childrens_events_in_order_and_res
             children[tool] = (call, child, await stream(client, child["id"]))
         # resumed after every event of the family stream (the task has ended: from the store)
         resumed = {
-            cut: await stream(client, parent_id, **{"Last-Event-ID": str(family[cut].id)})
+            cut: await stream(client, parent_id, headers={"Last-Event-ID": str(family[cut].id)})
             for cut in range(len(family) - 1)
         }
 
@@ -305,7 +305,9 @@ async def test_a_reader_who_does_not_see_a_sub_agent_call_whole_gets_none_of_its
     async with service.client(tenant, sub="alice", roles=("viewer",)) as viewer:
         seen_by_viewer = await stream(viewer, root_id)
         # resumed anywhere, still nothing of them
-        resumed = await stream(viewer, root_id, **{"Last-Event-ID": str(seen_by_viewer[1].id)})
+        resumed = await stream(
+            viewer, root_id, headers={"Last-Event-ID": str(seen_by_viewer[1].id)}
+        )
 
     assert {e.json["depth"] for e in seen_by_member if "depth" in e.json} == {1, 2}
     assert [e for e in seen_by_viewer if "depth" in e.json] == []

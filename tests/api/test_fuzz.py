@@ -30,6 +30,7 @@ from hypothesis.errors import Flaky
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
+from schemathesis.core.result import Err
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -121,7 +122,7 @@ class _Fuzzer:
             suppress_health_check=list(HealthCheck),
         )
         @given(case=strategy)
-        def check(case: schemathesis.Case) -> None:
+        def check(case: schemathesis.Case[Any]) -> None:
             self._send(label, case, role, headers)
 
         try:
@@ -149,6 +150,8 @@ def _fuzz(
     schema = schemathesis.openapi.from_dict(json.loads(DOCUMENT.read_text(encoding="utf-8")))
     fuzzer = _Fuzzer(base_url, tokens)
     for result in schema.get_all_operations():
+        if isinstance(result, Err):
+            raise result.err()
         operation = result.ok()
         fuzzer.operation(
             schema, operation, _known_ids(operation.method, operation.path, ids, settings_tenant)

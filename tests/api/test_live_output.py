@@ -171,7 +171,9 @@ async def test_a_client_resuming_with_last_event_id_gets_exactly_the_missed_stor
 
     assert all(event.event != "output_delta" for event in first)
     stored = [event for event in resumed if event.event != "output_delta"]
-    missed = [event for event in replay if event.id is not None and event.id > first[-1].id]
+    last_seen = first[-1].id
+    assert last_seen is not None
+    missed = [event for event in replay if event.id is not None and event.id > last_seen]
     assert [(e.id, e.event, e.json) for e in stored] == [(e.id, e.event, e.json) for e in missed]
     assert stored[-1].event == "done"
     # The first reply's deltas came before this client did: none of them, only the answer's.

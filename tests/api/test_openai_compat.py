@@ -7,12 +7,15 @@ from typing import Any
 import openai
 import pytest
 from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.api.helpers import PROBLEM, assert_problem, define_agent, script_two_tool_task
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
 
-QUESTION = [{"role": "user", "content": "What is 17 * 23 + 4, and the time in Tokyo?"}]
+QUESTION: list[ChatCompletionMessageParam] = [
+    {"role": "user", "content": "What is 17 * 23 + 4, and the time in Tokyo?"}
+]
 ANSWER = "17 * 23 + 4 = 395."
 TWO_TOOLS = ["calculator", "current_time"]
 

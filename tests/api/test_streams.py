@@ -103,7 +103,7 @@ async def test_reconnecting_with_last_event_id_resumes_with_no_gap_and_no_duplic
         task_id = (await submit(client))["task_id"]
         async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
             first = await collect(response, stop_after=5)
-        second = await stream(client, task_id, **{"Last-Event-ID": str(first[-1].id)})
+        second = await stream(client, task_id, headers={"Last-Event-ID": str(first[-1].id)})
         by_query = await stream_after(client, task_id, 7)
     ids = [event.id for event in first + second]
     assert ids == list(range(1, len(ids) + 1))
@@ -154,7 +154,7 @@ async def test_a_client_that_has_every_event_of_a_finished_task_gets_204(
         response = await client.get(
             f"/api/v1/tasks/{task_id}/events", headers={"Last-Event-ID": str(events[-1].id)}
         )
-        one_before = await stream(client, task_id, **{"Last-Event-ID": str(events[-2].id)})
+        one_before = await stream(client, task_id, headers={"Last-Event-ID": str(events[-2].id)})
     # 204 is what makes an EventSource stop reconnecting.
     assert response.status_code == 204
     assert response.content == b""

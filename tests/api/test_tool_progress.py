@@ -53,7 +53,7 @@ async def test_progress_reports_stream_in_order_between_the_call_and_its_result(
     async with service.client(tenant) as client:
         again = await stream(client, accepted["task_id"])
         after_first = {"Last-Event-ID": str(ids[call + 1])}
-        resumed = await stream(client, accepted["task_id"], **after_first)
+        resumed = await stream(client, accepted["task_id"], headers=after_first)
     assert [(e.id, e.event, e.json) for e in again] == [(e.id, e.event, e.json) for e in events]
     assert [e.id for e in resumed] == ids[call + 2 :]
     assert [e.json["message"] for e in resumed if e.event == "tool_progress"] == [

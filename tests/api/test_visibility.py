@@ -114,7 +114,8 @@ async def _read_everything(
             events = await collect(response)
         chain = await client.get(f"/api/v1/chains/{chain_id}")
         task_chain = await client.get(f"/api/v1/tasks/{task_id}/chain")
-        pages, after = [], 0
+        pages: list[bytes] = []
+        after: int | None = 0
         while after is not None:
             page = await client.get(
                 f"/api/v1/chains/{chain_id}/steps", params={"after": after, "limit": 3}
@@ -168,7 +169,8 @@ async def test_each_role_gets_its_view_over_sse_and_rest_and_the_secret_reaches_
         assert streamed == chain["steps"] == paged, role
         assert _served_view(chain["steps"]) == _expected_view(full_chain, role), role
         # Ids stay the stream's own: hidden steps leave gaps, nothing else is missing.
-        ids = [event.id for event in events]
+        ids = [event.id for event in events if event.id is not None]
+        assert len(ids) == len(events)
         assert ids == sorted(ids)
         assert ids[-1] == reads["auditor"][0][-1].id
         assert [e.event for e in events if e.event != "reasoning_step"] == [
@@ -203,6 +205,7 @@ async def test_a_restricted_reader_resumes_its_filtered_stream_without_gap_or_du
         async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
             whole = await collect(response)
         cut = whole[len(whole) // 2].id
+        assert cut is not None
         async with client.stream(
             "GET", f"/api/v1/tasks/{task_id}/events", headers={"Last-Event-ID": str(cut)}
         ) as response:

@@ -56,11 +56,12 @@ async def photograph_chain(page: Page, name: str) -> None:
 
 
 def result_of(chain: dict[str, Any], tool: str) -> dict[str, Any]:
-    [result] = [
+    results: list[dict[str, Any]] = [
         step["tool_result"]
         for step in chain["steps"]
         if step["tool_result"] is not None and step["tool_result"]["tool_name"] == tool
     ]
+    [result] = results
     return result
 
 
@@ -119,7 +120,7 @@ async def test_a_finished_parent_shows_its_childs_chain_nested_under_the_call_th
     assert await numbered(nested) == of_chain(child_chain)
     # The child's block sits between the call and the call's result, inside the call's step.
     await expect(call.locator(':scope > [data-step-type="tool_result"]')).to_contain_text(
-        child["result"]
+        child["answer"]
     )
     await expect(block.locator(':scope [data-child-answer="final"]').first).to_contain_text(
         "Water boils at 100 °C at sea level."
@@ -146,7 +147,7 @@ async def test_a_finished_parent_shows_its_childs_chain_nested_under_the_call_th
     await expect(page).to_have_url(re.compile(f".*/tasks/{child['id']}$"), timeout=WAIT_MS)
     await expect(own).to_have_count(len(child_chain["steps"]), timeout=WAIT_MS)
     assert await numbered(own) == of_chain(child_chain)
-    await expect(page.locator('[data-answer="final"]')).to_have_text(child["result"])
+    await expect(page.locator('[data-answer="final"]')).to_have_text(child["answer"])
     await expect(sub_agent(page, "checker")).to_have_attribute(
         "data-child-chain", checked["child_chain_id"]
     )

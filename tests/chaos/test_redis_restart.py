@@ -50,6 +50,7 @@ async def spend(group: Fleet) -> Decimal:
             )
     finally:
         await database.dispose()
+    assert total is not None
     return Decimal(total)
 
 

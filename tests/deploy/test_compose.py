@@ -22,7 +22,7 @@ def compose() -> dict[str, Any]:
 def env_example() -> dict[str, str]:
     lines = (ROOT / "deploy" / "compose.env.example").read_text("utf-8").splitlines()
     pairs = (line.split("=", 1) for line in lines if line and not line.startswith("#"))
-    return dict(pairs)  # type: ignore[arg-type]
+    return dict(pairs)
 
 
 def test_no_password_or_secret_is_written_in_the_file() -> None:

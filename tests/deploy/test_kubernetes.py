@@ -12,6 +12,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
+from pydantic import SecretStr
 
 from app.config import Settings
 
@@ -101,10 +102,12 @@ def config_map_settings(resources: dict[str, dict[str, Any]]) -> dict[str, str]:
 
 def deployed_settings(resources: dict[str, dict[str, Any]]) -> Settings:
     """The settings the pods start with: the ConfigMap's, and stand-ins for the Secret's."""
+    # As text, as the pods' environment gives them.
+    config_map: dict[str, Any] = config_map_settings(resources)
     return Settings(
-        **config_map_settings(resources),
-        jwt_secret="a stand-in for the Secret's jwt-secret",
-        secrets_key=base64.b64encode(bytes(32)).decode(),
+        **config_map,
+        jwt_secret=SecretStr("a stand-in for the Secret's jwt-secret"),
+        secrets_key=SecretStr(base64.b64encode(bytes(32)).decode()),
     )
 
 

@@ -1,6 +1,7 @@
 """The offline demo model, called through LiteLLM like any provider: deterministic, tool-using."""
 
 import json
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ def gateway() -> LLMGateway:
     return LLMGateway(load_model_list(None))
 
 
-def _user(text: str) -> list[dict[str, object]]:
+def _user(text: str) -> list[dict[str, Any]]:
     return [{"role": "user", "content": text}]
 
 

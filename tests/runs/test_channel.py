@@ -22,7 +22,7 @@ async def _read(
 ) -> list[int]:
     seqs: list[int] = []
     async for event in channel.follow(after):
-        assert event is not None
+        assert isinstance(event, StreamEvent)
         seqs.append(event.seq)
         if caught_up is not None and event.seq == channel.last_seq:
             caught_up.set()  # it goes on to wait for more before anyone else runs
@@ -46,6 +46,7 @@ async def test_an_idle_follower_gets_keepalives_until_something_is_published() -
     channel = RunChannel()
     received: list[StreamEvent | None] = []
     async for item in channel.follow(0, keepalive_s=0.01):
+        assert not isinstance(item, LiveDelta)
         received.append(item)
         if len(received) == 3:
             channel.publish(_events(1, 1))

@@ -17,6 +17,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from app.agents import AgentTask, CoTAgent, ReasoningEngine
 from app.chain import ChainStatus, ErrorCode, ReasoningChain, TaskState, ToolType
 from app.chain.models import utc_now
+from app.runs import RunChannel, StreamEvent
 from app.runs.audit import ToolAuditor
 from app.runs.live import LiveRun
 from app.runs.metrics import RunLabels, RunMetrics
@@ -25,6 +26,7 @@ from app.runs.writer import RunWriter
 from app.security.visibility import ReaderView, VisibilityPolicy
 from app.storage import Database
 from app.storage.errors import is_transient
+from app.storage.records import StoredEvent, StoredRelay, StoredStep
 from app.storage.runs import Fence, RunStores
 from app.storage.tables import cost_records, tasks
 from app.tools.builtin import builtin_tools
@@ -121,6 +123,20 @@ def _metric(metrics: RunMetrics, name: str, **labels: str) -> float:
     return 0.0
 
 
+async def _followed(channel: RunChannel) -> list[StreamEvent]:
+    """Every event a follower from the start reads (these runs push no deltas)."""
+    events: list[StreamEvent] = []
+    async for item in channel.follow():
+        assert isinstance(item, StreamEvent), item
+        events.append(item)
+    return events
+
+
+def _seq_and_type(stored: StoredEvent | StoredStep | StoredRelay) -> tuple[int, str]:
+    assert not isinstance(stored, StoredRelay), stored  # these runs have no sub-agents
+    return stored.seq, stored.type
+
+
 async def _task_row(database: Database, task_id: UUID) -> Any:
     async with database.read() as connection:
         return (await connection.execute(select(tasks).where(tasks.c.id == task_id))).one()
@@ -156,7 +172,7 @@ async def test_a_refused_write_ends_only_its_run_at_once_with_its_end_and_costs_
             ]
         )
     )
-    ended = [event async for event in bad.channel.follow()]
+    ended = await _followed(bad.channel)
     await audited
     gate.set()
     bad_chain = await bad.run.wait()
@@ -172,7 +188,7 @@ async def test_a_refused_write_ends_only_its_run_at_once_with_its_end_and_costs_
     stored = await stores.streams.replay(
         tenant, bad.task_id, bad.recorder.chain.id, after=0, limit=10
     )
-    assert [(s.seq, s.type) for s in stored] == [(1, "chain_failed"), (2, "done")]
+    assert [_seq_and_type(s) for s in stored] == [(1, "chain_failed"), (2, "done")]
     assert bad_chain.status is ChainStatus.FAILED
     assert bad.stored.is_set()
     # The good run and the audit row of the same group: stored and published.
@@ -206,7 +222,7 @@ async def test_a_run_whose_events_cannot_be_recorded_is_ended_after_what_was_sto
 
     writer.queue_batch(live, write, events, last=False)
     writer.queue_end(live, "its events could not be recorded (ValueError)")
-    streamed = [event async for event in live.channel.follow()]
+    streamed = await _followed(live.channel)
     await live.run.wait()
     await writer.close()
 

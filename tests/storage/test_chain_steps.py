@@ -21,6 +21,7 @@ from app.security.visibility import REDACTED, ReaderView, VisibilityPolicy
 from app.storage import Database
 from app.storage.chains import ChainRepository, StepRow
 from app.storage.runs import Fence, RunStores, RunWrite
+from app.storage.runs import rows as run_rows
 from app.storage.types import RawJSON
 from tests.factories import stored_task
 
@@ -69,7 +70,7 @@ async def _stored_chain(database: Database, tenant: str, steps: list[ReasoningSt
     stores = RunStores.of(database)
     task_id, chain_id = await stored_task(stores.queue, tenant, runner_id="r")
     metrics = RawJSON(ChainMetrics().model_dump_json())
-    rows = []
+    rows: list[run_rows.StepRow] = []
     for number, step in enumerate(steps, start=1):
         step.step_number = number
         call = step.tool_call
@@ -96,8 +97,8 @@ async def _stored_chain(database: Database, tenant: str, steps: list[ReasoningSt
 
 def _rendered(reader: ReaderView, rows: list[StepRow], after: int) -> list[dict[str, Any]]:
     documents = []
-    for number, document, *columns in rows:
-        facts = step_facts(*columns)
+    for number, document, step_type, tool_type, tool_name, level in rows:
+        facts = step_facts(step_type, tool_type, tool_name, level)
         if number <= after:
             reader.learn(document, facts)
         elif (rendered := reader.render(document, facts)) is not None:
@@ -169,9 +170,9 @@ async def test_the_database_finds_every_step_a_view_learns_from_and_skips_the_ot
 
     assert [row[0] for row in found] == list(range(1, len(teaching) + 1))
     # The claim checked against the view itself, on the text as this database returns it.
-    for number, document, *columns in every:
+    for number, document, step_type, tool_type, tool_name, level in every:
         reader = _reader("password", "api_key")
-        reader.learn(document, step_facts(*columns))
+        reader.learn(document, step_facts(step_type, tool_type, tool_name, level))
         later = _answer(SECRET).model_dump_json()
         learned = reader.render(later, step_facts("synthesis", None, None, "full")) != later
         assert learned == (number <= len(teaching)), number

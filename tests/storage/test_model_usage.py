@@ -13,6 +13,7 @@ from sqlalchemy import select
 from app.chain import ToolType
 from app.storage import Database
 from app.storage.runs import Fence, RunStores, RunWrite
+from app.storage.runs.rows import CostRow
 from app.storage.tables import cost_records, model_usage
 from tests.factories import stored_task
 
@@ -42,7 +43,7 @@ def _cost(
     tokens: tuple[int, int],
     cost: Decimal | None,
     at: datetime,
-) -> dict[str, object]:
+) -> CostRow:
     return {
         "tenant_id": tenant,
         "user_id": "u",

@@ -340,7 +340,7 @@ def test_a_history_brings_in_the_labels_its_tools_declare() -> None:
         name="read_file", type=ToolType.FILE_SYSTEM, description="r", private_output=True
     )
     known = {"read_file": read, "calculator": LOCAL}
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "tool_calls": [_called("calculator"), _called("read_file")]},
         {"role": "tool", "tool_call_id": "c", "content": "..."},

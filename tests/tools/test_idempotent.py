@@ -49,7 +49,9 @@ def test_the_declaration_is_part_of_the_frozen_definition() -> None:
     with pytest.raises(ValidationError, match="frozen"):
         definition.idempotent = False  # type: ignore[misc]
     with pytest.raises(ValidationError, match="idempotent"):
-        ToolDefinition(name="x", type=ToolType.CUSTOM, description="x", idempotent="sometimes")
+        ToolDefinition.model_validate(
+            {"name": "x", "type": ToolType.CUSTOM, "description": "x", "idempotent": "sometimes"}
+        )
 
 
 def test_every_builtin_tool_declares_whether_it_may_be_repeated() -> None:

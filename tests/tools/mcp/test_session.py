@@ -147,10 +147,10 @@ async def test_a_stopped_server_is_unavailable_and_reached_again_once_back(
     finally:
         await connection.aclose()
 
-    for failure in failures:
-        assert failure.error_code is ErrorCode.TOOL_UNAVAILABLE
-        assert failure.message.startswith("the MCP server 'fake' is unavailable: ")
-        assert "ConnectError" in failure.message
+    for error in failures:
+        assert error.error_code is ErrorCode.TOOL_UNAVAILABLE
+        assert error.message.startswith("the MCP server 'fake' is unavailable: ")
+        assert "ConnectError" in error.message
     assert back.content[0].text == "4"  # type: ignore[union-attr]
     assert server.initializations == 2
     assert [state.ok for state in health] == [True, False, True]  # changes only
