@@ -1,5 +1,5 @@
 """`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|console|service|live|tail|
-resume|subagents|a2a|isolation|all] [--quick]`:
+resume|subagents|a2a|isolation|startup|all] [--quick]`:
 prints each figure with its conditions (`live` is the service's benchmark (b) alone; `tail`, the
 completion latency of a burst of two-call tasks, also runs with `service`; `resume` starts two
 instances and kills one, and runs alone)."""
@@ -62,6 +62,7 @@ def main() -> None:
             "subagents",
             "a2a",
             "isolation",
+            "startup",
             "all",
         ],
         default="all",
@@ -101,6 +102,8 @@ def main() -> None:
         _a2a(samples=50 if args.quick else 200, rounds=5 if args.quick else 10)
     if args.which in ("isolation", "all"):
         _isolation(baseline_tasks=20 if args.quick else 60)
+    if args.which in ("startup", "all"):
+        _startup(repetitions=2 if args.quick else 7)
     if args.which == "resume":
         _resume(tasks=6 if args.quick else 20, delay_s=4.0 if args.quick else 10.0)
     if args.which == "live":
@@ -110,6 +113,15 @@ def main() -> None:
             f" own process; load from aiohttp on uvloop; all on {os.cpu_count()} CPUs."
         )
         _print_live(service_suite.run_live(quick=args.quick))
+
+
+TOKEN_CPU_TARGET_S = 0.3
+
+
+def _startup(repetitions: int) -> None:
+    from bench import startup  # its own processes; nothing of the service in this one
+
+    startup.report(startup.run(repetitions=repetitions), token_target_s=TOKEN_CPU_TARGET_S)
 
 
 def _console(runs: int) -> None:

@@ -1,5 +1,6 @@
 """The `omniforge` commands that run no agent start without the agent runtime: neither LiteLLM
-nor the OpenAI SDK nor MCP is imported (seconds of CPU each time), only what the command uses."""
+nor the OpenAI SDK nor MCP is imported (seconds of CPU each time), only what the command uses;
+`token`, which needs the signing key alone, reaches no database either."""
 
 import asyncio
 import json
@@ -7,11 +8,16 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 
-# Runs in a fresh interpreter: the command, then (as the last line of its stdout) the modules of
-# the agent runtime it imported.
+from app.security import mint_token
+from tests.cluster import Instance, free_port
+from tests.sse import collect
+
+# Runs in a fresh interpreter: the command, then (as the last line of its stdout) the modules it
+# imported.
 _PROBE = """
 import json
 import sys
@@ -22,16 +28,29 @@ try:
     code = main(sys.argv[1:])
 except SystemExit as exited:  # `--help` exits from the parser
     code = exited.code
-runtime = sorted(
-    name
-    for name in sys.modules
-    if name.split(".")[0] in {"litellm", "openai", "mcp"}
-    or name.startswith("app.agents")
-    or name == "app.llm.gateway"
-)
-print(json.dumps(runtime))
+print(json.dumps(sorted(sys.modules)))
 sys.exit(code)
 """
+
+
+def _agent_runtime(modules: list[str]) -> list[str]:
+    return [
+        name
+        for name in modules
+        if name.split(".")[0] in {"litellm", "openai", "mcp"}
+        or name.startswith("app.agents")
+        or name in {"app.llm.gateway", "app.llm.backend"}
+    ]
+
+
+def _storage(modules: list[str]) -> list[str]:
+    """The database's modules: SQLAlchemy, Alembic, the drivers and ours above them."""
+    return [
+        name
+        for name in modules
+        if name.split(".")[0] in {"sqlalchemy", "alembic", "aiosqlite", "asyncpg"}
+        or name.startswith(("app.storage", "app.governance"))
+    ]
 
 
 @pytest.mark.parametrize(
@@ -50,7 +69,73 @@ sys.exit(code)
 async def test_a_command_without_agents_imports_no_agent_runtime(
     args: list[str], tmp_path: Path
 ) -> None:
-    assert await _probe(_PROBE, args, tmp_path) == []
+    assert _agent_runtime(await _probe(_PROBE, args, tmp_path)) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["token", "--tenant", "default", "--sub", "me"]],
+    ids=lambda args: " ".join(args),
+)
+async def test_a_command_that_signs_imports_no_database(args: list[str], tmp_path: Path) -> None:
+    """`token` is a signature with the service's key: no engine, no migration, no tenant."""
+    assert _storage(await _probe(_PROBE, args, tmp_path)) == []
+
+
+async def test_serve_checks_its_models_without_litellm(tmp_path: Path) -> None:
+    """`serve`'s configuration check builds the runtime (its model list and tools) without
+    loading LiteLLM or MCP: the service loads LiteLLM once it is ready, and MCP when a tenant's
+    server is first reached."""
+    modules = await _probe(_CHECK_PROBE, ["serve"], tmp_path)
+    assert "app.agents.runtime" in modules  # the runtime was built
+    assert [name for name in modules if name.split(".")[0] in {"litellm", "openai", "mcp"}] == []
+
+
+async def test_a_task_submitted_the_moment_serve_is_ready_completes(tmp_path: Path) -> None:
+    """`serve` is ready (started, listening) while LiteLLM is still loading in the background:
+    the task submitted then waits for it, and is answered by the demo model."""
+    secret = "startup-test-secret-" + "k" * 40
+    env = {"OMNIFORGE_DATA_DIR": str(tmp_path), "OMNIFORGE_JWT_SECRET": secret}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OMNIFORGE_")}
+    instance = Instance("serve", free_port(), env)
+    with patch.dict(os.environ, clean, clear=True):
+        await instance.start()  # returns once it logged its start-up and its socket
+    try:
+        token = mint_token(secret, tenant_id="default", subject="me", roles=["member"])
+        async with instance.client(token) as client:
+            ready = await client.get("/readyz")
+            async with client.stream(
+                "POST",
+                "/api/v1/tasks",
+                json={"input": "What is 17 * 23 + 4?"},
+                headers={"Accept": "text/event-stream"},
+            ) as response:
+                assert response.status_code == 200, await response.aread()
+                events = await collect(response)
+    finally:
+        await instance.terminate()
+
+    assert ready.status_code == 200, ready.text
+    assert events[-1].event == "done"
+    assert events[-1].json["final_state"] == "completed", instance.log
+    completed = [event.json for event in events if event.event == "chain_completed"]
+    assert "395" in completed[0]["answer"]
+
+
+# Runs in a fresh interpreter: `serve`'s configuration check and the import of the app it
+# serves, not the serving itself; then the modules imported.
+_CHECK_PROBE = """
+import argparse
+import json
+import sys
+
+from app.cli.configuration import configured
+
+configured(argparse.Namespace(command=sys.argv[1], host="127.0.0.1", port=0))
+import app.api
+
+print(json.dumps(sorted(sys.modules)))
+"""
 
 
 async def _probe(script: str, args: list[str], tmp_path: Path) -> Any:

@@ -59,6 +59,12 @@ class AgentRuntime:
     kinds: AgentKinds
     parts: AgentParts
 
+    async def loaded(self) -> None:
+        """Returns once the runtime can run a task without loading anything (its gateway's
+        LiteLLM side, seconds of CPU), the load started in a background thread if need be;
+        raises what stopped it loading."""
+        await self.gateway.loaded()
+
     def agent_for(self, spec: AgentSpec) -> CoTAgent:
         """A new agent for one task of a definition (`UnknownAgentKind` for a kind this
         process does not have)."""

@@ -49,4 +49,11 @@ async def readyz(state: State) -> JSONResponse:
             f"the database schema is at {revision or 'no revision'}, not {head}: "
             "run `omniforge migrate`",
         )
+    # Still loading is ready (tasks wait for it); failed to load is not: no task would run.
+    failure = state.runtime.gateway.load_failure()
+    if failure is not None:
+        return problem_response(
+            UNAVAILABLE,
+            f"the LLM gateway could not be loaded ({type(failure).__name__}): see the log",
+        )
     return JSONResponse(Readiness(status="ready", schema_revision=revision).model_dump())

@@ -219,20 +219,6 @@ def _where(loc: Iterable[int | str]) -> str:
 # In-process, on the configured database.
 
 
-def _in_process_models(settings: "Settings") -> str:
-    """Says whose models an in-process check knows: this machine's configuration, which a
-    server's (where the definitions may be meant to run) need not match."""
-    where = (
-        f"the model list {settings.models_file}"
-        if settings.models_file is not None
-        else "no model list (OMNIFORGE_MODELS_FILE is unset): the offline demo model alone"
-    )
-    return (
-        f"in-process, the models are this machine's configuration's, {where}; a running "
-        "service may have others: apply there with --server URL --token T"
-    )
-
-
 async def _apply_locally(
     settings: "Settings", tenant_id: str, files: list[DefinitionFile]
 ) -> list[str]:
@@ -242,6 +228,7 @@ async def _apply_locally(
     from app.agents import AgentRuntime, RuntimeSettings
     from app.api.agents.service import AgentCatalog, check_definition
     from app.api.errors import ApiError
+    from app.cli.configuration import models_hint
     from app.llm import ModelConfigError
     from app.runs.agents import AgentArchived
 
@@ -260,7 +247,7 @@ async def _apply_locally(
                 problems.extend(_problem_lines(file.path, exc.detail, exc.errors))
         if problems:
             if any("unknown model" in problem for problem in problems):
-                problems.append(_in_process_models(settings))
+                problems.append(models_hint(settings, "apply there with --server URL --token T"))
             raise CommandFailed(problems, EXIT_USAGE)
         lines: list[str] = []
         try:

@@ -41,7 +41,8 @@ def configured(args: argparse.Namespace) -> "tuple[Settings, AgentRuntime | None
             settings.hs256_secret()
         if command in ("serve", "secrets"):
             settings.resolved_secrets_keys()
-        if command in ("serve", "migrate", "token", "tenant", "agents", "chat", "secrets"):
+        # Not `token`: a token is a signature; no database is read.
+        if command in ("serve", "migrate", "tenant", "agents", "chat", "secrets"):
             check_database_url(settings.resolved_database_url())
     except ValidationError as exc:
         raise ConfigurationError(problems(exc)) from None
@@ -52,8 +53,8 @@ def configured(args: argparse.Namespace) -> "tuple[Settings, AgentRuntime | None
 
 def _runtime(settings: Settings, args: argparse.Namespace) -> "AgentRuntime":
     """The runtime with the command's overrides; a bad model list or plugin is a configuration
-    error. Imported here, not above: the runtime brings LiteLLM, seconds of start-up that the
-    commands without one must not pay."""
+    error. Imported here, not above: the runtime (without LiteLLM, which its gateway loads
+    on first use) is half a second of start-up that the commands without one must not pay."""
     from app.agents import AgentRuntime, RuntimeSettings
     from app.llm import ModelConfigError
     from app.resources.toolbox import process_tools
@@ -70,8 +71,29 @@ def _runtime(settings: Settings, args: argparse.Namespace) -> "AgentRuntime":
         # `models` needs no tools: a broken plugin must not hide the model list.
         tools = None if args.command == "models" else process_tools(settings)
         return AgentRuntime.build(runtime_settings, tools=tools, mode=getattr(args, "mode", "auto"))
-    except (ModelConfigError, PluginError) as exc:
+    except ModelConfigError as exc:
+        problem = _one_line(exc)
+        if args.command == "run":  # always in process: say whose models those are
+            problem += "; " + models_hint(
+                settings, "submit to it through its API (POST /api/v1/tasks)"
+            )
+        raise ConfigurationError(problem) from None
+    except PluginError as exc:
         raise ConfigurationError(_one_line(exc)) from None
+
+
+def models_hint(settings: Settings, elsewhere: str) -> str:
+    """Says whose models an in-process command knows: this machine's configuration, which a
+    running service's (where the work may be meant to run) need not match."""
+    where = (
+        f"the model list {settings.models_file}"
+        if settings.models_file is not None
+        else "no model list (OMNIFORGE_MODELS_FILE is unset): the offline demo model alone"
+    )
+    return (
+        f"in-process, the models are this machine's configuration's, {where}; a running "
+        f"service may have others: {elsewhere}"
+    )
 
 
 def _check_tools(settings: Settings) -> None:

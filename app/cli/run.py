@@ -1,6 +1,6 @@
 """`omniforge run|tools|models`: run a task in-process with the ReAct agent and watch its chain
-live; list the tools and the models. These commands get the agent runtime, built (LiteLLM
-imported) only for them."""
+live; list the tools and the models. These commands get the agent runtime, built only for
+them (LiteLLM loaded with it for `run` and `models`)."""
 
 import argparse
 import asyncio

@@ -1,45 +1,36 @@
-"""The LLM gateway: one LiteLLM Router over the model list, with fallbacks, usage and cost."""
+"""The LLM gateway: one LiteLLM Router over the model list, with fallbacks, usage and cost.
 
-import inspect
-import json
+Building it imports no LiteLLM (seconds of CPU): the model list's names, fallbacks and
+defaults are known at once, and its LiteLLM side (`app.llm.backend`: the Router, each
+deployment's provider, prices and capabilities) is loaded in a background thread by whoever
+awaits `loaded` first (a service, once it is ready), or by the first synchronous use."""
+
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.bulkheads import TenantThreads
-from app.chain import FailedAttempt, quantize_usd
-from app.llm.config import DEMO_MODEL, DEMO_PROVIDER, ModelList
-from app.llm.demo import register_demo_provider
-from app.llm.errors import LLMCallError, LLMErrorKind, ModelConfigError, UnknownModelError
-from app.llm.litellm_env import Router, Usage, litellm, use_openai_sdk
-from app.llm.pricing import Deployment, resolve_deployment
-from app.llm.router import TrackingRouter, classify, tracking_attempts
-from app.llm.tokens import PromptTokens
-from app.llm.types import LLMDelta, LLMRequest, LLMResponse, LLMToolCall
+from app.llm.config import DEMO_MODEL, ModelList
+from app.llm.errors import ModelConfigError, UnknownModelError
+from app.llm.loading import BackgroundLoad
+from app.llm.types import LLMDelta, LLMEstimate, LLMRequest, LLMResponse
+
+if TYPE_CHECKING:
+    from app.llm.backend import LiteLLMBackend
+    from app.llm.pricing import Deployment
 
 logger = logging.getLogger(__name__)
 
-_ROUTER_PARAMETERS = frozenset(inspect.signature(Router.__init__).parameters) - {
-    "self",
-    "model_list",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class LLMEstimate:
-    """Pre-call estimate: prompt tokens counted, the output cap as output, the dearest
-    deployment that may answer (fallbacks included). Cost is None if any is unpriced."""
-
-    input_tokens: int
-    max_output_tokens: int
-    cost_usd: Decimal | None
-
 
 class LLMGateway:
-    """Calls models by model-list name. Built once at start-up; safe to share across tasks."""
+    """Calls models by model-list name. Built once at start-up; safe to share across tasks.
+
+    Calls wait for the LiteLLM side to be loaded and its lazily loaded code warmed up by one
+    call on the demo model (`loaded`), so that no call shares LiteLLM with the warm-up. The
+    look-ups of deployments and of what they support are synchronous: before it is loaded
+    they load it (without the warm-up) in the caller's thread, so a service awaits `loaded`
+    before it runs anything that makes them."""
 
     def __init__(
         self,
@@ -60,50 +51,64 @@ class LLMGateway:
             )
         self.default_model = default_model
         self.default_max_tokens = default_max_tokens
-        use_openai_sdk(openai_sdk)
+        self._names = names
         self._fallbacks = model_list.fallbacks()
-        self._prompt_tokens = PromptTokens()
-        self._threads = threads or TenantThreads()
-        if any(d.litellm_model.startswith(f"{DEMO_PROVIDER}/") for d in model_list.model_list):
-            register_demo_provider()
+        entries, ids = _router_entries(model_list)
+        threads = threads or TenantThreads()
 
-        per_group: Counter[str] = Counter()
-        entries: list[dict[str, Any]] = []
-        for config in model_list.model_list:
-            per_group[config.model_name] += 1
-            deployment_id = str(
-                config.model_info.get("id") or f"{config.model_name}#{per_group[config.model_name]}"
+        def build() -> "LiteLLMBackend":
+            from app.llm.backend import LiteLLMBackend
+
+            return LiteLLMBackend(
+                model_list,
+                entries,
+                ids,
+                request_timeout_s=request_timeout_s,
+                default_max_tokens=default_max_tokens,
+                openai_sdk=openai_sdk,
+                threads=threads,
             )
-            entry = config.model_dump()
-            entry["model_info"] = {**config.model_info, "id": deployment_id}
-            entries.append(entry)
-        ids = [e["model_info"]["id"] for e in entries]
-        if len(set(ids)) != len(ids):
-            raise ModelConfigError(f"deployment ids must be unique: {ids}")
 
-        self._router = TrackingRouter(
-            model_list=entries, **_router_kwargs(model_list.router_settings, request_timeout_s)
-        )
-        # Resolved after the Router registered the model list's prices under deployment ids.
-        self._deployments = {
-            deployment_id: resolve_deployment(config, deployment_id)
-            for deployment_id, config in zip(ids, model_list.model_list, strict=True)
-        }
-        self._groups: dict[str, list[Deployment]] = {name: [] for name in names}
-        for deployment in self._deployments.values():
-            self._groups[deployment.model_name].append(deployment)
+        # LiteLLM imported and the Router built: what the synchronous look-ups need.
+        self._backend = BackgroundLoad(build, name="llm-gateway-build")
+        # That, and LiteLLM's lazily loaded code warmed up: what calls wait for.
+        self._ready = BackgroundLoad(self._warmed, name="llm-gateway-load")
+
+    def load(self) -> None:
+        """Loads the LiteLLM side in the caller's thread, or waits for the load under way (a
+        command that lists or calls models); raises what stopped it loading."""
+        self._backend.result()
+
+    async def loaded(self) -> None:
+        """Returns once the LiteLLM side is loaded and warmed up, in a background thread if
+        need be (the loop goes on meanwhile); raises what stopped it loading."""
+        await self._ready.wait()
+
+    def load_failure(self) -> BaseException | None:
+        """What stopped the LiteLLM side loading, once it has."""
+        return self._ready.failure() or self._backend.failure()
+
+    def _warmed(self) -> "LiteLLMBackend":
+        from app.llm.backend import warm_up
+
+        try:
+            backend = self._backend.result()
+            warm_up()
+        except Exception:
+            logger.exception("the LLM gateway could not be loaded")
+            raise
+        return backend
 
     def model_names(self) -> list[str]:
-        return list(self._groups)
+        return list(self._names)
 
     def has_model(self, model: str) -> bool:
-        return model in self._groups
+        return model in self._names
 
-    def deployments(self, model: str) -> list[Deployment]:
-        try:
-            return self._groups[model]
-        except KeyError:
-            raise UnknownModelError(model, self.model_names()) from None
+    def deployments(self, model: str) -> "list[Deployment]":
+        if model not in self._names:
+            raise UnknownModelError(model, self.model_names())
+        return self._backend.result().deployments(model)
 
     def fallbacks(self, model: str) -> list[str]:
         return self._fallbacks.get(model, [])
@@ -130,108 +135,19 @@ class LLMGateway:
     def supports_response_schema(self, model: str) -> bool:
         """True when LiteLLM says every deployment that may answer the model (its fallbacks'
         too) takes a JSON Schema `response_format`."""
-        names = [model, *self.fallbacks(model)]
-        return all(_supports_response_schema(d) for name in names for d in self.deployments(name))
-
-    async def warm_up(self) -> None:
-        """Runs one call on the in-process demo model, so LiteLLM's lazily loaded code and
-        tokenizer are ready before the first task (that first call costs up to a second)."""
-        # With a tool, so the code LiteLLM loads for tool calls is loaded too.
-        tool = {
-            "type": "function",
-            "function": {
-                "name": "noop",
-                "description": "Does nothing.",
-                "parameters": {"type": "object", "properties": {}},
-            },
-        }
-        await self.complete(
-            LLMRequest(
-                model=DEMO_MODEL, messages=[{"role": "user", "content": "Say ok."}], tools=[tool]
-            )
-        )
+        self.deployments(model)  # an unknown model is named as such
+        return self._backend.result().supports_response_schema([model, *self.fallbacks(model)])
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        kwargs = self._call_kwargs(request)
-        with tracking_attempts() as attempts:
-            try:
-                response = await self._router.acompletion(**kwargs)
-            except Exception as exc:
-                raise _call_error(exc, attempts) from exc
-        message = response.choices[0].message
-        tool_calls = [
-            LLMToolCall(
-                id=call.id or f"call_{index}",
-                name=call.function.name or "",
-                arguments=call.function.arguments or "",
-            )
-            for index, call in enumerate(message.tool_calls or [])
-        ]
-        return self._response(
-            request,
-            response,
-            content=message.content,
-            reasoning=getattr(message, "reasoning_content", None) or None,
-            tool_calls=tool_calls,
-            finish_reason=response.choices[0].finish_reason,
-            usage=getattr(response, "usage", None),
-            attempts=attempts,
-            streamed=False,
-        )
+        return await (await self._ready_for(request)).complete(request)
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMDelta | LLMResponse]:
         """Yields text deltas as they arrive, then the complete `LLMResponse`. Reasoning a
         provider streams apart from the answer (LiteLLM's `reasoning_content`) comes as
         `reasoning` deltas, and in the response's `reasoning`."""
-        kwargs = self._call_kwargs(request)
-        kwargs.update(stream=True, stream_options={"include_usage": True})
-        with tracking_attempts() as attempts:
-            try:
-                stream = await self._router.acompletion(**kwargs)
-            except Exception as exc:
-                raise _call_error(exc, attempts) from exc
-        parts: list[str] = []
-        thoughts: list[str] = []
-        calls: dict[int, dict[str, str]] = {}
-        finish_reason: str | None = None
-        usage: Any = None
-        try:
-            async for chunk in stream:
-                usage = getattr(chunk, "usage", None) or usage
-                if not chunk.choices:
-                    continue
-                choice = chunk.choices[0]
-                finish_reason = choice.finish_reason or finish_reason
-                delta = choice.delta
-                reasoning = getattr(delta, "reasoning_content", None)
-                if reasoning:
-                    thoughts.append(reasoning)
-                    yield LLMDelta(reasoning, "reasoning")
-                if delta.content:
-                    parts.append(delta.content)
-                    yield LLMDelta(delta.content)
-                for call in delta.tool_calls or []:
-                    slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
-                    slot["id"] = call.id or slot["id"]
-                    if call.function is not None:
-                        slot["name"] += call.function.name or ""
-                        slot["arguments"] += call.function.arguments or ""
-        except Exception as exc:
-            raise _call_error(exc, attempts) from exc
-        yield self._response(
-            request,
-            stream,
-            content="".join(parts) or None,
-            reasoning="".join(thoughts) or None,
-            tool_calls=[
-                LLMToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
-                for i, c in sorted(calls.items())
-            ],
-            finish_reason=finish_reason,
-            usage=usage,
-            attempts=attempts,
-            streamed=True,
-        )
+        backend = await self._ready_for(request)
+        async for event in backend.stream(request):
+            yield event
 
     async def estimate(
         self, request: LLMRequest, *, added_input_tokens: int = 0, tenant_id: str | None = None
@@ -239,150 +155,33 @@ class LLMGateway:
         """`added_input_tokens`: what the prompt will hold beyond `request.messages` when the
         call is made (a reply still to come), counted as input. `tenant_id`: whose worker
         threads count a large prompt."""
-        fallbacks = (
-            self.fallbacks(request.model) if request.fallbacks is None else request.fallbacks
-        )
-        candidates = [
-            deployment
-            for name in [request.model, *fallbacks]
-            for deployment in self.deployments(name)
-        ]
-        messages = request.messages
-        if request.response_format is not None:
-            # Providers put the schema into the prompt, and bill it as input.
-            schema = json.dumps(request.response_format, ensure_ascii=False)
-            messages = [*messages, {"role": "system", "content": schema}]
-        input_tokens = added_input_tokens + await self._prompt_tokens.count_off_loop(
-            candidates[0].litellm_model,
-            messages,
-            request.tools,
-            threads=self._threads,
-            tenant_id=tenant_id,
-        )
-        max_output = request.max_tokens or self.default_max_tokens
-        costs = [d.cost_of_tokens(input_tokens, max_output) for d in candidates]
-        priced = [c for c in costs if c is not None]
-        return LLMEstimate(
-            input_tokens=input_tokens,
-            max_output_tokens=max_output,
-            cost_usd=max(priced) if len(priced) == len(costs) else None,
+        backend = await self._ready_for(request)
+        return await backend.estimate(
+            request, added_input_tokens=added_input_tokens, tenant_id=tenant_id
         )
 
-    def _call_kwargs(self, request: LLMRequest) -> dict[str, Any]:
-        self.deployments(request.model)  # unknown model: fail before the router does
-        kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages}
-        optional = {
-            "tools": request.tools or None,
-            "tool_choice": request.tool_choice if request.tools else None,
-            "temperature": request.temperature,
-            "max_tokens": request.max_tokens,
-            "stop": request.stop or None,
-            "response_format": request.response_format,
-        }
-        kwargs.update({key: value for key, value in optional.items() if value is not None})
-        if request.fallbacks is not None:
-            kwargs["fallbacks"] = [{request.model: request.fallbacks}] if request.fallbacks else []
-        return kwargs
+    async def _ready_for(self, request: LLMRequest) -> "LiteLLMBackend":
+        """The LiteLLM side, once loaded and warmed up; an unknown model is refused without
+        waiting."""
+        if request.model not in self._names:
+            raise UnknownModelError(request.model, self.model_names())
+        return await self._ready.wait()
 
-    def _response(
-        self,
-        request: LLMRequest,
-        response: Any,
-        *,
-        content: str | None,
-        tool_calls: list[LLMToolCall],
-        finish_reason: str | None,
-        usage: Any,
-        attempts: list[FailedAttempt],
-        streamed: bool,
-        reasoning: str | None = None,
-    ) -> LLMResponse:
-        hidden = getattr(response, "_hidden_params", None) or {}
-        deployment = self._deployments.get(str(hidden.get("model_id")))
-        if deployment is None:  # the router always stamps it; never guess a price
-            raise LLMCallError(
-                f"LiteLLM did not say which deployment of {request.model!r} answered",
-                kind=LLMErrorKind.UNKNOWN,
-            )
-        # A stream's hidden cost is computed before its usage arrives (LiteLLM reports 0.0).
-        litellm_cost = None if streamed else hidden.get("response_cost")
-        if usage is None or not getattr(usage, "prompt_tokens", None):
-            usage = _counted_usage(deployment, request, content, tool_calls)
-            litellm_cost = None  # priced on usage the provider did not report
-        if not deployment.priced:
-            cost = None
-        elif isinstance(litellm_cost, int | float):
-            # LiteLLM already priced this response with the deployment's registered prices.
-            cost = quantize_usd(litellm_cost)
-        else:
-            cost = deployment.cost(usage)
-        return LLMResponse(
-            content=content,
-            tool_calls=tool_calls,
-            finish_reason=finish_reason,
-            model=deployment.model_name,
-            deployment=deployment.id,
-            provider=deployment.provider,
-            input_tokens=int(usage.prompt_tokens or 0),
-            output_tokens=int(usage.completion_tokens or 0),
-            cost_usd=cost,
-            unpriced=cost is None,
-            failed_attempts=list(attempts),
-            reasoning=reasoning,
+
+def _router_entries(model_list: ModelList) -> tuple[list[dict[str, Any]], list[str]]:
+    """The Router's `model_list` entries, each with its deployment id, and those ids; needs
+    no LiteLLM, so that a duplicate id is a configuration error at once."""
+    per_group: Counter[str] = Counter()
+    entries: list[dict[str, Any]] = []
+    for config in model_list.model_list:
+        per_group[config.model_name] += 1
+        deployment_id = str(
+            config.model_info.get("id") or f"{config.model_name}#{per_group[config.model_name]}"
         )
-
-
-def _router_kwargs(settings: dict[str, Any], request_timeout_s: float) -> dict[str, Any]:
-    # We own retries (the executor's policy); the router still falls back across models.
-    kwargs: dict[str, Any] = {"num_retries": 0, "timeout": request_timeout_s}
-    for key, value in settings.items():
-        if key in _ROUTER_PARAMETERS:
-            kwargs[key] = value
-        else:
-            logger.warning("router_settings.%s is not a LiteLLM Router setting; ignored", key)
-    return kwargs
-
-
-def _call_error(exc: Exception, attempts: list[FailedAttempt]) -> LLMCallError:
-    """The error of a call whose every deployment failed. LiteLLM re-raises the first
-    deployment's error; the call is worth retrying if any deployment's failure was."""
-    error = classify(exc)
-    kind = error.kind
-    if not kind.retryable:
-        retryable = [a for a in attempts if LLMErrorKind(a.error_class).retryable]
-        kind = LLMErrorKind(retryable[-1].error_class) if retryable else kind
-    return LLMCallError(
-        error.message,
-        kind=kind,
-        status_code=error.status_code,
-        retry_after_s=error.retry_after_s,
-        failed_attempts=list(attempts),
-    )
-
-
-def _supports_response_schema(deployment: Deployment) -> bool:
-    try:
-        return bool(
-            litellm.supports_response_schema(
-                model=deployment.litellm_model, custom_llm_provider=deployment.provider
-            )
-        )
-    except Exception:  # a model LiteLLM does not know: no
-        return False
-
-
-def _counted_usage(
-    deployment: Deployment,
-    request: LLMRequest,
-    content: str | None,
-    tool_calls: list[LLMToolCall],
-) -> Any:
-    """Usage by LiteLLM's tokenizer, for providers that report none (some streams)."""
-    prompt = litellm.token_counter(
-        model=deployment.litellm_model, messages=request.messages, tools=request.tools
-    )
-    text = (content or "") + "".join(call.name + call.arguments for call in tool_calls)
-    completion = litellm.token_counter(model=deployment.litellm_model, text=text) if text else 0
-    return Usage(
-        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
-    )
+        entry = config.model_dump()
+        entry["model_info"] = {**config.model_info, "id": deployment_id}
+        entries.append(entry)
+    ids = [e["model_info"]["id"] for e in entries]
+    if len(set(ids)) != len(ids):
+        raise ModelConfigError(f"deployment ids must be unique: {ids}")
+    return entries, ids

@@ -31,6 +31,16 @@ class LLMRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class LLMEstimate:
+    """Pre-call estimate: prompt tokens counted, the output cap as output, the dearest
+    deployment that may answer (fallbacks included). Cost is None if any is unpriced."""
+
+    input_tokens: int
+    max_output_tokens: int
+    cost_usd: Decimal | None
+
+
+@dataclass(frozen=True, slots=True)
 class LLMToolCall:
     """A tool call as the model produced it; `arguments` is the raw JSON text."""
 

@@ -163,7 +163,7 @@ class RunManager:
             me=me,
             max_runs=max_runs,
             running=self._active.__len__,
-            launch=self._starter.launch,
+            launch=self._launch,
             gate=self.gate,
         )
         self._timeouts = ApprovalTimeouts(stores.approvals, retry_s=heartbeat_s)
@@ -213,6 +213,22 @@ class RunManager:
         await self.leases.start()
         self._queue.start()
         self._timeouts.start()
+
+    async def _launch(self, task: TaskRecord) -> None:
+        # A service is ready before its runtime has loaded LiteLLM (in the background): a run
+        # claimed meanwhile waits for it, rather than loading it on the loop.
+        try:
+            await self.runtime.loaded()
+        except Exception as exc:  # logged where it failed; /readyz says so too
+            self._starter.forget(task.id)
+            await self._starter.end_unstarted(
+                task,
+                TaskState.FAILED,
+                ErrorCode.INTERNAL_ERROR,
+                f"its run could not start: the LLM gateway did not load ({type(exc).__name__})",
+            )
+            return
+        await self._starter.launch(task)
 
     def attach(self, runtime: AgentRuntime) -> None:
         """The runtime is built with this manager as its cost recorder, then attached."""

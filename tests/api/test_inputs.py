@@ -16,6 +16,7 @@ import pytest
 from fastapi import FastAPI
 
 from app.api import create_app
+from app.api.serving import serve_locally
 from app.runs.models import MAX_INPUT_CHARS, MAX_METADATA_BYTES, MAX_METADATA_DEPTH
 from tests.api.helpers import (
     PROBLEM,
@@ -27,7 +28,7 @@ from tests.api.helpers import (
 )
 from tests.api.tools import TEST_TOOLS
 from tests.fakes.openai_server import FakeLLMServer, Reply
-from tests.service import JWT_SECRET, MODEL, Service, running_service, serve, service_settings
+from tests.service import JWT_SECRET, MODEL, Service, running_service, service_settings
 
 NUL = "\x00"
 ZERO = "00000000-0000-0000-0000-000000000000"
@@ -420,7 +421,7 @@ async def test_a_500_closes_its_connection_so_the_clients_next_request_succeeds(
         raise RuntimeError("a bug")
 
     app.add_api_route("/broken", broken)
-    async with serve(app) as base_url, httpx.AsyncClient(base_url=base_url) as client:
+    async with serve_locally(app) as base_url, httpx.AsyncClient(base_url=base_url) as client:
         failed = await client.get("/broken")
         after = await client.get("/healthz")  # the same client, the next request
     assert failed.status_code == 500

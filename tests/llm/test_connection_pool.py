@@ -7,13 +7,15 @@ import sys
 from app.config import Settings
 from app.llm import litellm_env
 
-# Runs in a fresh interpreter: imports what `omniforge serve` imports (the agent runtime, which
-# its configuration check builds), then builds the aiohttp session LiteLLM sends every async
-# call (OpenAI SDK path included) through.
+# Runs in a fresh interpreter: loads LiteLLM as every process does (a gateway's LiteLLM side,
+# which a service loads once it is ready), then builds the aiohttp session LiteLLM sends every
+# async call (OpenAI SDK path included) through.
 _PROBE = """
 import asyncio
 import app.cli
-import app.agents
+from app.llm import LLMGateway, load_model_list
+
+LLMGateway(load_model_list(None)).load()
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
 async def main():

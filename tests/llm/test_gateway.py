@@ -349,7 +349,8 @@ async def test_deployments_with_rate_limits_still_have_their_usage_tracked(
     await gateway.complete(LLMRequest(model="limited", messages=HELLO))
 
     # The router's own per-minute counters, which its rpm/tpm routing reads.
-    assert await gateway._router.get_model_group_usage("limited") == (15, 1)
+    router = gateway._backend.result().router
+    assert await router.get_model_group_usage("limited") == (15, 1)
 
 
 @pytest.mark.parametrize("openai_sdk", [True, False])

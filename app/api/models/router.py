@@ -44,6 +44,7 @@ async def list_models(caller: AnyCaller, state: State) -> ModelList:
     """The models of the service's model list that the caller's tenant approved, with the
     price of each deployment (USD per token, exact decimals)."""
     gateway = state.runtime.gateway
+    await gateway.loaded()  # prices and capabilities are LiteLLM's: not on the loop
     policy = caller.tenant.models
     default = policy.default_model or state.settings.default_model
     items = []

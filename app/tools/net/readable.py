@@ -5,9 +5,6 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from bs4 import BeautifulSoup
-from markdownify import ATX, MarkdownConverter
-
 from app.tools import documents
 from app.tools.errors import ToolError
 
@@ -111,6 +108,11 @@ def _html(body: bytes, charset: str | None, chars: int) -> Readable:
 
 
 def _markdown(html: str) -> tuple[str | None, str]:
+    # Imported by the first page read, not by every process that may read one (a service's
+    # start-up, 40 ms of CPU).
+    from bs4 import BeautifulSoup
+    from markdownify import ATX, MarkdownConverter
+
     soup = BeautifulSoup(html, "html.parser")
     title = " ".join(soup.title.get_text(" ").split()) if soup.title else None
     for element in soup(_DROPPED):

@@ -1,0 +1,347 @@
+"""The gateway's LiteLLM side: one Router over the model list, each deployment resolved
+(provider, prices, capabilities), calls with usage and cost. Importing it imports LiteLLM
+(seconds of CPU): `LLMGateway` loads it in the background or on first use."""
+
+import asyncio
+import inspect
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from app.bulkheads import TenantThreads
+from app.chain import FailedAttempt, quantize_usd
+from app.llm.config import DEMO_MODEL, DEMO_PROVIDER, ModelList
+from app.llm.demo import register_demo_provider
+from app.llm.errors import LLMCallError, LLMErrorKind, UnknownModelError
+from app.llm.litellm_env import Router, Usage, litellm, use_openai_sdk
+from app.llm.pricing import Deployment, resolve_deployment
+from app.llm.router import TrackingRouter, classify, tracking_attempts
+from app.llm.tokens import PromptTokens
+from app.llm.types import LLMDelta, LLMEstimate, LLMRequest, LLMResponse, LLMToolCall
+
+logger = logging.getLogger(__name__)
+
+_ROUTER_PARAMETERS = frozenset(inspect.signature(Router.__init__).parameters) - {
+    "self",
+    "model_list",
+}
+
+
+class LiteLLMBackend:
+    """Calls the model list's deployments through LiteLLM; built by `LLMGateway` from the
+    Router entries it checked (`entries`, with their deployment `ids`)."""
+
+    def __init__(
+        self,
+        model_list: ModelList,
+        entries: list[dict[str, Any]],
+        ids: list[str],
+        *,
+        request_timeout_s: float,
+        default_max_tokens: int,
+        openai_sdk: bool,
+        threads: TenantThreads,
+    ) -> None:
+        self._default_max_tokens = default_max_tokens
+        self._fallbacks = model_list.fallbacks()
+        self._prompt_tokens = PromptTokens()
+        self._threads = threads
+        use_openai_sdk(openai_sdk)
+        if any(d.litellm_model.startswith(f"{DEMO_PROVIDER}/") for d in model_list.model_list):
+            register_demo_provider()
+        self.router = TrackingRouter(
+            model_list=entries, **_router_kwargs(model_list.router_settings, request_timeout_s)
+        )
+        # Resolved after the Router registered the model list's prices under deployment ids.
+        self._deployments = {
+            deployment_id: resolve_deployment(config, deployment_id)
+            for deployment_id, config in zip(ids, model_list.model_list, strict=True)
+        }
+        self._groups: dict[str, list[Deployment]] = {name: [] for name in model_list.model_names()}
+        for deployment in self._deployments.values():
+            self._groups[deployment.model_name].append(deployment)
+
+    def deployments(self, model: str) -> list[Deployment]:
+        try:
+            return self._groups[model]
+        except KeyError:
+            raise UnknownModelError(model, list(self._groups)) from None
+
+    def fallbacks(self, model: str) -> list[str]:
+        return self._fallbacks.get(model, [])
+
+    def supports_response_schema(self, names: list[str]) -> bool:
+        return all(_supports_response_schema(d) for name in names for d in self.deployments(name))
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        kwargs = self._call_kwargs(request)
+        with tracking_attempts() as attempts:
+            try:
+                response = await self.router.acompletion(**kwargs)
+            except Exception as exc:
+                raise _call_error(exc, attempts) from exc
+        message = response.choices[0].message
+        tool_calls = [
+            LLMToolCall(
+                id=call.id or f"call_{index}",
+                name=call.function.name or "",
+                arguments=call.function.arguments or "",
+            )
+            for index, call in enumerate(message.tool_calls or [])
+        ]
+        return self._response(
+            request,
+            response,
+            content=message.content,
+            reasoning=getattr(message, "reasoning_content", None) or None,
+            tool_calls=tool_calls,
+            finish_reason=response.choices[0].finish_reason,
+            usage=getattr(response, "usage", None),
+            attempts=attempts,
+            streamed=False,
+        )
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[LLMDelta | LLMResponse]:
+        kwargs = self._call_kwargs(request)
+        kwargs.update(stream=True, stream_options={"include_usage": True})
+        with tracking_attempts() as attempts:
+            try:
+                stream = await self.router.acompletion(**kwargs)
+            except Exception as exc:
+                raise _call_error(exc, attempts) from exc
+        parts: list[str] = []
+        thoughts: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        finish_reason: str | None = None
+        usage: Any = None
+        try:
+            async for chunk in stream:
+                usage = getattr(chunk, "usage", None) or usage
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                finish_reason = choice.finish_reason or finish_reason
+                delta = choice.delta
+                reasoning = getattr(delta, "reasoning_content", None)
+                if reasoning:
+                    thoughts.append(reasoning)
+                    yield LLMDelta(reasoning, "reasoning")
+                if delta.content:
+                    parts.append(delta.content)
+                    yield LLMDelta(delta.content)
+                for call in delta.tool_calls or []:
+                    slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                    slot["id"] = call.id or slot["id"]
+                    if call.function is not None:
+                        slot["name"] += call.function.name or ""
+                        slot["arguments"] += call.function.arguments or ""
+        except Exception as exc:
+            raise _call_error(exc, attempts) from exc
+        yield self._response(
+            request,
+            stream,
+            content="".join(parts) or None,
+            reasoning="".join(thoughts) or None,
+            tool_calls=[
+                LLMToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
+                for i, c in sorted(calls.items())
+            ],
+            finish_reason=finish_reason,
+            usage=usage,
+            attempts=attempts,
+            streamed=True,
+        )
+
+    async def estimate(
+        self, request: LLMRequest, *, added_input_tokens: int, tenant_id: str | None
+    ) -> LLMEstimate:
+        fallbacks = (
+            self.fallbacks(request.model) if request.fallbacks is None else request.fallbacks
+        )
+        candidates = [
+            deployment
+            for name in [request.model, *fallbacks]
+            for deployment in self.deployments(name)
+        ]
+        messages = request.messages
+        if request.response_format is not None:
+            # Providers put the schema into the prompt, and bill it as input.
+            schema = json.dumps(request.response_format, ensure_ascii=False)
+            messages = [*messages, {"role": "system", "content": schema}]
+        input_tokens = added_input_tokens + await self._prompt_tokens.count_off_loop(
+            candidates[0].litellm_model,
+            messages,
+            request.tools,
+            threads=self._threads,
+            tenant_id=tenant_id,
+        )
+        max_output = request.max_tokens or self._default_max_tokens
+        costs = [d.cost_of_tokens(input_tokens, max_output) for d in candidates]
+        priced = [c for c in costs if c is not None]
+        return LLMEstimate(
+            input_tokens=input_tokens,
+            max_output_tokens=max_output,
+            cost_usd=max(priced) if len(priced) == len(costs) else None,
+        )
+
+    def _call_kwargs(self, request: LLMRequest) -> dict[str, Any]:
+        self.deployments(request.model)  # unknown model: fail before the router does
+        kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages}
+        optional = {
+            "tools": request.tools or None,
+            "tool_choice": request.tool_choice if request.tools else None,
+            "temperature": request.temperature,
+            "max_tokens": request.max_tokens,
+            "stop": request.stop or None,
+            "response_format": request.response_format,
+        }
+        kwargs.update({key: value for key, value in optional.items() if value is not None})
+        if request.fallbacks is not None:
+            kwargs["fallbacks"] = [{request.model: request.fallbacks}] if request.fallbacks else []
+        return kwargs
+
+    def _response(
+        self,
+        request: LLMRequest,
+        response: Any,
+        *,
+        content: str | None,
+        tool_calls: list[LLMToolCall],
+        finish_reason: str | None,
+        usage: Any,
+        attempts: list[FailedAttempt],
+        streamed: bool,
+        reasoning: str | None = None,
+    ) -> LLMResponse:
+        hidden = getattr(response, "_hidden_params", None) or {}
+        deployment = self._deployments.get(str(hidden.get("model_id")))
+        if deployment is None:  # the router always stamps it; never guess a price
+            raise LLMCallError(
+                f"LiteLLM did not say which deployment of {request.model!r} answered",
+                kind=LLMErrorKind.UNKNOWN,
+            )
+        # A stream's hidden cost is computed before its usage arrives (LiteLLM reports 0.0).
+        litellm_cost = None if streamed else hidden.get("response_cost")
+        if usage is None or not getattr(usage, "prompt_tokens", None):
+            usage = _counted_usage(deployment, request, content, tool_calls)
+            litellm_cost = None  # priced on usage the provider did not report
+        if not deployment.priced:
+            cost = None
+        elif isinstance(litellm_cost, int | float):
+            # LiteLLM already priced this response with the deployment's registered prices.
+            cost = quantize_usd(litellm_cost)
+        else:
+            cost = deployment.cost(usage)
+        return LLMResponse(
+            content=content,
+            tool_calls=tool_calls,
+            finish_reason=finish_reason,
+            model=deployment.model_name,
+            deployment=deployment.id,
+            provider=deployment.provider,
+            input_tokens=int(usage.prompt_tokens or 0),
+            output_tokens=int(usage.completion_tokens or 0),
+            cost_usd=cost,
+            unpriced=cost is None,
+            failed_attempts=list(attempts),
+            reasoning=reasoning,
+        )
+
+
+# LiteLLM loads much of its code on a process's first call (its logging, cost and tool-call
+# paths; the tokenizer): a second or so of CPU. One call on the demo model loads it once per
+# process, before any task's call would pay for it.
+_warming = threading.Lock()
+_warmed = threading.Event()
+
+
+def warm_up() -> None:
+    """Runs one call, with a tool, on the in-process demo model, once per process: in an
+    event loop of its own, in a thread of its own (the caller's may be running a loop). The
+    Router it calls is its own: the gateways' Routers are only called from their users' loops."""
+    with _warming:
+        if _warmed.is_set():
+            return
+        register_demo_provider()
+        router = Router(
+            model_list=[
+                {
+                    "model_name": DEMO_MODEL,
+                    "litellm_params": {"model": f"{DEMO_PROVIDER}/{DEMO_MODEL}"},
+                    "model_info": {"id": "warm-up"},
+                }
+            ],
+            num_retries=0,
+        )
+        tool = {
+            "type": "function",
+            "function": {
+                "name": "noop",
+                "description": "Does nothing.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+        messages = [{"role": "user", "content": "Say ok."}]
+        call = router.acompletion(model=DEMO_MODEL, messages=messages, tools=[tool])
+        with ThreadPoolExecutor(1, thread_name_prefix="llm-warm-up") as thread:
+            thread.submit(asyncio.run, call).result()
+        _warmed.set()
+
+
+def _router_kwargs(settings: dict[str, Any], request_timeout_s: float) -> dict[str, Any]:
+    # We own retries (the executor's policy); the router still falls back across models.
+    kwargs: dict[str, Any] = {"num_retries": 0, "timeout": request_timeout_s}
+    for key, value in settings.items():
+        if key in _ROUTER_PARAMETERS:
+            kwargs[key] = value
+        else:
+            logger.warning("router_settings.%s is not a LiteLLM Router setting; ignored", key)
+    return kwargs
+
+
+def _call_error(exc: Exception, attempts: list[FailedAttempt]) -> LLMCallError:
+    """The error of a call whose every deployment failed. LiteLLM re-raises the first
+    deployment's error; the call is worth retrying if any deployment's failure was."""
+    error = classify(exc)
+    kind = error.kind
+    if not kind.retryable:
+        retryable = [a for a in attempts if LLMErrorKind(a.error_class).retryable]
+        kind = LLMErrorKind(retryable[-1].error_class) if retryable else kind
+    return LLMCallError(
+        error.message,
+        kind=kind,
+        status_code=error.status_code,
+        retry_after_s=error.retry_after_s,
+        failed_attempts=list(attempts),
+    )
+
+
+def _supports_response_schema(deployment: Deployment) -> bool:
+    try:
+        return bool(
+            litellm.supports_response_schema(
+                model=deployment.litellm_model, custom_llm_provider=deployment.provider
+            )
+        )
+    except Exception:  # a model LiteLLM does not know: no
+        return False
+
+
+def _counted_usage(
+    deployment: Deployment,
+    request: LLMRequest,
+    content: str | None,
+    tool_calls: list[LLMToolCall],
+) -> Any:
+    """Usage by LiteLLM's tokenizer, for providers that report none (some streams)."""
+    prompt = litellm.token_counter(
+        model=deployment.litellm_model, messages=request.messages, tools=request.tools
+    )
+    text = (content or "") + "".join(call.name + call.arguments for call in tool_calls)
+    completion = litellm.token_counter(model=deployment.litellm_model, text=text) if text else 0
+    return Usage(
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+    )
