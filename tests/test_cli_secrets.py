@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import select
 
 from app.resources.secrets import SecretVault
+from app.resources.secrets.store import SecretRepository
 from app.security.secrets import KeyRing, key_id_of
 from app.storage import Database, upgrade_to_head
 from app.storage.audit import AuditRepository
-from app.storage.secrets import SecretRepository
 from app.storage.tables import tenant_secrets
 from app.storage.tenants import TenantRepository
 from app.tools.services import SecretUse

@@ -47,6 +47,10 @@ from app.errors import (
     problem_catalogue,
 )
 from app.governance.quotas import QuotaRefusal, RateLimited, retry_after_header
+from app.resources.mcp_servers import McpServerExists, McpServersUnavailable
+from app.resources.remote_agents import RemoteAgentExists, RemoteAgentsUnavailable, UnusableCard
+from app.resources.schedules import ScheduleUnresumable
+from app.resources.secrets import SecretsUnavailable, UnsendableSecret
 from app.runs.agents import AgentArchived, UnknownAgent
 from app.runs.errors import (
     Forbidden,
@@ -274,6 +278,17 @@ ANSWERS: dict[type[OmniForgeError], Answer] = {
     ),
     TaskAlreadyFinished: Answer((TASK_FINISHED,)),
     TaskUnfinished: Answer((TASK_UNFINISHED,)),
+    ScheduleUnresumable: Answer((SCHEDULE_UNRESUMABLE,)),
+    SecretsUnavailable: Answer((UNAVAILABLE,)),
+    UnsendableSecret: Answer((VALIDATION,), errors=lambda e: _fields("body", e.problems)),
+    McpServersUnavailable: Answer((UNAVAILABLE,)),
+    McpServerExists: Answer(
+        (MCP_SERVER_EXISTS,),
+        detail=lambda e: f"{e}; choose another name, or change that server instead",
+    ),
+    RemoteAgentsUnavailable: Answer((UNAVAILABLE,)),
+    RemoteAgentExists: Answer((REMOTE_AGENT_EXISTS,), detail=lambda e: f"{e}; choose another name"),
+    UnusableCard: Answer((VALIDATION,), errors=lambda e: _fields("body", e.problems)),
     AgentArchived: Answer((AGENT_ARCHIVED,), members=lambda e: {"agent": e.name}),
     AgentExists: Answer((AGENT_EXISTS,), members=lambda e: {"agent": e.name}),
     UnknownAgent: Answer(

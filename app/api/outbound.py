@@ -7,9 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
-from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.api.secrets.schemas import SECRET_NAME_PATTERN
-from app.resources.secrets import SecretVault
 from app.tools.header_values import PROBLEM, sendable, sendable_prefix
 from app.tools.net.urls import checked_http_url
 
@@ -93,22 +91,3 @@ def header_document(headers: dict[str, str | SecretRef]) -> dict[str, Any]:
         name: value.model_dump(exclude_defaults=True) if isinstance(value, SecretRef) else value
         for name, value in headers.items()
     }
-
-
-async def check_header_secrets(
-    vault: SecretVault | None, tenant_id: str, headers: dict[str, Any]
-) -> None:
-    """Refuses (422 naming each header) headers whose secret's value, after its prefix, a
-    header cannot carry: before anything is stored or sent. The message shows none of it."""
-    if vault is None or not headers:
-        return
-    problems = await vault.unsendable(tenant_id, headers)
-    if problems:
-        raise ApiError(
-            VALIDATION,
-            "a header's secret holds what an HTTP header cannot carry; see `errors`",
-            errors=[
-                FieldProblem(field=f"body.headers.{header}", message=why)
-                for header, why in problems.items()
-            ],
-        )

@@ -92,7 +92,7 @@ async def _rotate(settings: "Settings", batch_size: int) -> "Rotation":
 def _scope(args: argparse.Namespace, settings: "Settings") -> int:
     from pydantic import ValidationError
 
-    from app.resources.secret_scopes import UsableBy
+    from app.resources.secrets import UsableBy
 
     given = {flag: getattr(args, flag) for flag in _SCOPE_FLAGS}
     try:
@@ -116,9 +116,9 @@ async def _set_scope(
 ) -> bool:
     from app.chain.models import utc_now
     from app.governance.audit import AuditAction, audit_row
+    from app.resources.secrets.store import SecretRepository
     from app.storage import Database, upgrade_to_head
     from app.storage.audit import AuditRepository
-    from app.storage.secrets import SecretRepository
 
     database = Database(settings.resolved_database_url())
     try:

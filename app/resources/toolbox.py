@@ -9,7 +9,7 @@ from uuid import UUID
 from app.config import Settings
 from app.governance.tenants import Tenant
 from app.resources.files import FileLibrary
-from app.resources.mcp import McpServers
+from app.resources.mcp_servers import McpServers
 from app.resources.remote_agents import RemoteAgents
 from app.resources.secrets import SecretVault
 from app.resources.todos import TodoLists

@@ -17,10 +17,9 @@ import pytest
 from sqlalchemy import update
 
 from app.api.schedules.firing import fire_schedule
-from app.resources.scheduler import Scheduler
+from app.resources.schedules import Scheduler, ScheduleRecord, ScheduleStore
 from app.storage import Database
 from app.storage.notify import SCHEDULES
-from app.storage.schedules import ScheduleRecord, ScheduleStore
 from app.storage.tables import schedules
 from tests.api.helpers import assert_problem
 from tests.fakes.openai_server import FakeLLMServer, Reply

@@ -23,7 +23,7 @@ from sqlalchemy import select
 
 from app.api import create_app
 from app.api.serving import serve_locally
-from app.storage.secrets import SecretRepository
+from app.resources.secrets.store import SecretRepository
 from app.storage.tables import metadata
 from tests.api.helpers import assert_invalid, configure, open_network, stream, submit
 from tests.api.tools import TEST_TOOLS

@@ -68,11 +68,12 @@ def _result(events: list[Any], tool: str) -> dict[str, Any]:
         for s in steps
         if s["type"] == "tool_call" and s["tool_call"]["tool_name"] == tool
     }
-    [result] = [
+    results: list[dict[str, Any]] = [
         s["tool_result"]
         for s in steps
         if s["type"] == "tool_result" and s["tool_result"]["correlation_id"] in calls
     ]
+    [result] = results
     return result
 
 

@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from app.chain import ErrorCode
 from app.resources.secrets import SecretVault
-from app.storage.secrets import SecretRepository
+from app.resources.secrets.store import SecretRepository
 from app.tools.errors import ToolError
 from tests.api.helpers import assert_invalid, assert_problem
 from tests.fakes.openai_server import FakeLLMServer

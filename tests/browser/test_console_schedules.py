@@ -8,8 +8,7 @@ from datetime import datetime
 from playwright.async_api import Page, expect
 
 from app.api.schedules.firing import fire_schedule
-from app.resources.scheduler import Scheduler
-from app.storage.schedules import ScheduleStore
+from app.resources.schedules import Scheduler, ScheduleStore
 from tests.browser.conftest import SCREENSHOTS, OfflinePage
 from tests.browser.console import WAIT_MS, api_json, console_url, create_key, sign_in
 from tests.service import Service

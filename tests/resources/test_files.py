@@ -8,7 +8,7 @@ from uuid import uuid4
 import pytest
 
 from app.chain import ErrorCode
-from app.resources.files import (
+from app.resources.files.library import (
     CHUNK_CHARS,
     PAGE_BREAK,
     FileLibrary,

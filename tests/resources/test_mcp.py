@@ -12,12 +12,12 @@ import pytest
 from sqlalchemy import update
 
 from app.chain import ReasoningChain
-from app.resources.mcp import McpServers
+from app.resources.mcp_servers import McpServers
+from app.resources.mcp_servers.store import McpServerRecord, McpServerRepository
 from app.resources.secrets import SecretVault
+from app.resources.secrets.store import SecretRepository
 from app.security.secrets import KeyRing
 from app.storage import Database
-from app.storage.mcp_servers import McpServerRecord, McpServerRepository
-from app.storage.secrets import SecretRepository
 from app.storage.tables import tenants
 from app.storage.tenants import TenantRepository
 from app.tools.executor import ToolExecutor

@@ -1,16 +1,35 @@
 """A secret's `usable_by`: each list given restricts, each empty one allows any; senders (tools,
 MCP servers, remote agents) are one dimension; agents and roles are a run's."""
 
+from typing import TypedDict, Unpack
+
 import pytest
 
-from app.resources.secret_scopes import UsableBy, refusal
-from app.tools.services import SecretUse
-
-IN_A_RUN = {"task_id": "t1", "agent": "billing@3", "user": "alice", "roles": frozenset({"member"})}
+from app.resources.secrets.scopes import UsableBy, refusal
+from app.tools.services import SecretSender, SecretUse
 
 
-def _use(sender: str = "tool", name: str = "http_request", **run: object) -> SecretUse:
-    return SecretUse(sender, name, **run)  # type: ignore[arg-type]
+class Run(TypedDict, total=False):
+    """What a use within a run names besides its sender."""
+
+    task_id: str
+    agent: str
+    user: str
+    roles: frozenset[str]
+
+
+IN_A_RUN: Run = {
+    "task_id": "t1",
+    "agent": "billing@3",
+    "user": "alice",
+    "roles": frozenset({"member"}),
+}
+
+
+def _use(
+    sender: SecretSender = "tool", name: str = "http_request", **run: Unpack[Run]
+) -> SecretUse:
+    return SecretUse(sender, name, **run)
 
 
 @pytest.mark.parametrize(

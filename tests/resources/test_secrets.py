@@ -15,10 +15,10 @@ from sqlalchemy import update
 from app.chain import ErrorCode
 from app.governance.tenants import ensure_default_tenant
 from app.resources.secrets import SecretVault
+from app.resources.secrets.store import SecretRepository
 from app.security.log_masking import install_log_masking
 from app.security.secrets import KeyRing, key_id_of
 from app.storage import Database
-from app.storage.secrets import SecretRepository
 from app.storage.tables import tenant_secrets
 from app.storage.tenants import TenantRepository
 from app.tools.errors import ToolError

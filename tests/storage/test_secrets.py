@@ -9,9 +9,9 @@ from uuid import uuid4
 import pytest
 from sqlalchemy import text
 
+from app.resources.secrets.store import SecretRepository
 from app.security.secrets import KeyRing, Sealed
 from app.storage import Database
-from app.storage.secrets import SecretRepository
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(1, 33))

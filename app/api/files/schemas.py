@@ -5,6 +5,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.storage.pagination import Page
 from app.storage.records import FileRecord, FileVisibility
 
 VISIBILITY = (
@@ -43,6 +44,10 @@ class FileOut(BaseModel):
 class FilePage(BaseModel):
     items: list[FileOut]
     next_cursor: str | None
+
+    @classmethod
+    def of(cls, page: Page[FileRecord]) -> "FilePage":
+        return cls(items=[FileOut.of(item) for item in page.items], next_cursor=page.next_cursor)
 
 
 class FileChange(BaseModel):

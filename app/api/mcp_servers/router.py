@@ -1,8 +1,9 @@
 """/api/v1/tenants/{tenant_id}/mcp-servers: a tenant's remote MCP servers and their status."""
 
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Depends, Response, status
 
 from app.api.access import RequireToolConfigure
 from app.api.deps import State
@@ -14,16 +15,18 @@ from app.api.mcp_servers.schemas import (
     McpServerOut,
     McpServerUpdate,
 )
-from app.api.mcp_servers.service import (
-    create_server,
-    delete_server,
-    list_servers,
-    read_server,
-    refresh_server,
-    update_server,
-)
+from app.api.outbound import header_document
+from app.resources.mcp_servers import McpServerService
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["mcp-servers"], route_class=CheckedRoute)
+
+
+def _servers(state: State) -> McpServerService:
+    toolbox = state.toolbox
+    return McpServerService(state.database, toolbox.mcp, toolbox.secrets)
+
+
+Servers = Annotated[McpServerService, Depends(_servers)]
 
 _ONE = "/{tenant_id}/mcp-servers/{server_id}"
 
@@ -35,7 +38,11 @@ _ONE = "/{tenant_id}/mcp-servers/{server_id}"
     responses=problems(401, 403, 404, 409, 422),
 )
 async def post_server(
-    tenant_id: str, body: McpServerCreate, caller: RequireToolConfigure, state: State
+    tenant_id: str,
+    body: McpServerCreate,
+    caller: RequireToolConfigure,
+    state: State,
+    servers: Servers,
 ) -> McpServerOut:
     """Registers a remote MCP server (streamable HTTP) and asks it for its tools at once: they
     become the tenant's tools `<name>__<tool>`, usable by its agents and tasks. A server that
@@ -44,7 +51,16 @@ async def post_server(
     operator's) network allow-list admits them. The name is unique in the tenant (409
     `mcp-server-exists`). Audited (`mcp_server.create`; secret references, never values)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await create_server(state, caller, tenant, body)
+    record = await servers.create(
+        caller,
+        tenant,
+        name=body.name,
+        url=body.url,
+        headers=header_document(body.headers),
+        allowed_tools=body.allowed_tools,
+        tool_roles=body.tool_roles,
+    )
+    return McpServerOut.of(record)
 
 
 @router.get(
@@ -52,20 +68,22 @@ async def post_server(
     summary="List a tenant's MCP servers",
     responses=problems(401, 403, 404, 422),
 )
-async def get_servers(tenant_id: str, caller: RequireToolConfigure, state: State) -> McpServerList:
+async def get_servers(
+    tenant_id: str, caller: RequireToolConfigure, state: State, servers: Servers
+) -> McpServerList:
     """By name, each with its status and the tools it offered when last asked."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await list_servers(state, tenant)
+    return McpServerList(items=[McpServerOut.of(record) for record in await servers.all(tenant)])
 
 
 @router.get(_ONE, summary="Read an MCP server", responses=problems(401, 403, 404, 422))
 async def get_server(
-    tenant_id: str, server_id: UUID, caller: RequireToolConfigure, state: State
+    tenant_id: str, server_id: UUID, caller: RequireToolConfigure, state: State, servers: Servers
 ) -> McpServerOut:
     """Its status (`ok`, `error` with why, `unknown` before it was first asked), when it was
     last established, and its tools with their JSON Schemas."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await read_server(state, tenant, server_id)
+    return McpServerOut.of(await servers.get(tenant, server_id))
 
 
 @router.patch(_ONE, summary="Change an MCP server", responses=problems(401, 403, 404, 409, 422))
@@ -75,12 +93,13 @@ async def patch_server(
     body: McpServerUpdate,
     caller: RequireToolConfigure,
     state: State,
+    servers: Servers,
 ) -> McpServerOut:
     """Changes the fields given. A new `url` or new `headers` open a new session and ask the
     server for its tools again; a new `name` renames its tools. Audited
     (`mcp_server.update`, with the changed fields before and after)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await update_server(state, caller, tenant, server_id, body)
+    return McpServerOut.of(await servers.update(caller, tenant, server_id, body.changes()))
 
 
 @router.delete(
@@ -90,12 +109,12 @@ async def patch_server(
     responses=problems(401, 403, 404, 422),
 )
 async def delete_one(
-    tenant_id: str, server_id: UUID, caller: RequireToolConfigure, state: State
+    tenant_id: str, server_id: UUID, caller: RequireToolConfigure, state: State, servers: Servers
 ) -> Response:
     """Its tools are no longer offered and its session is closed. Audited
     (`mcp_server.delete`)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    await delete_server(state, caller, tenant, server_id)
+    await servers.delete(caller, tenant, server_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -105,11 +124,11 @@ async def delete_one(
     responses=problems(401, 403, 404, 422),
 )
 async def post_refresh(
-    tenant_id: str, server_id: UUID, caller: RequireToolConfigure, state: State
+    tenant_id: str, server_id: UUID, caller: RequireToolConfigure, state: State, servers: Servers
 ) -> McpServerOut:
     """Opens a new session (its headers' secrets resolved anew: do this after changing one),
     lists the server's tools and stores what it offers, or why it could not be asked. Servers
     that announce changes to their tools (`notifications/tools/list_changed`) are asked
     again on their own."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await refresh_server(state, tenant, server_id)
+    return McpServerOut.of(await servers.refresh(tenant, server_id))

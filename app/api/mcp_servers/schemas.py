@@ -15,8 +15,7 @@ from app.api.outbound import (
     header_document,
     headers_checker,
 )
-from app.resources.mcp import notes, offered
-from app.storage.mcp_servers import McpServerRecord
+from app.resources.mcp_servers import McpServerRecord, notes, offered
 
 MAX_LISTED_TOOLS = 512
 

@@ -1,29 +1,33 @@
 """/api/v1/tenants/{tenant_id}/remote-agents: a tenant's remote A2A agents, whose skills its
 runs call as tools."""
 
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Depends, Response, status
 
 from app.api.access import RequireToolConfigure
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
+from app.api.outbound import header_document
 from app.api.remote_agents.schemas import (
     RemoteAgentCreate,
     RemoteAgentList,
     RemoteAgentOut,
     RemoteAgentUpdate,
 )
-from app.api.remote_agents.service import (
-    create_agent,
-    delete_agent,
-    list_agents,
-    read_agent,
-    update_agent,
-)
+from app.resources.remote_agents import RemoteAgentService
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["remote-agents"], route_class=CheckedRoute)
+
+
+def _remote_agents(state: State) -> RemoteAgentService:
+    toolbox = state.toolbox
+    return RemoteAgentService(state.database, toolbox.remote_agents, toolbox.secrets)
+
+
+RemoteAgentsOf = Annotated[RemoteAgentService, Depends(_remote_agents)]
 
 _ONE = "/{tenant_id}/remote-agents/{remote_agent_id}"
 
@@ -35,7 +39,11 @@ _ONE = "/{tenant_id}/remote-agents/{remote_agent_id}"
     responses=problems(401, 403, 404, 409, 422),
 )
 async def post_agent(
-    tenant_id: str, body: RemoteAgentCreate, caller: RequireToolConfigure, state: State
+    tenant_id: str,
+    body: RemoteAgentCreate,
+    caller: RequireToolConfigure,
+    state: State,
+    agents: RemoteAgentsOf,
 ) -> RemoteAgentOut:
     """Fetches the agent's card from `card_url` and registers the agent: each skill of the
     card becomes the tenant's tool `<name>__<skill>` (type `sub_agent`), which sends the
@@ -49,7 +57,15 @@ async def post_agent(
     servers too (409 `remote-agent-exists`). Audited (`remote_agent.create`; secret
     references, never values)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await create_agent(state, caller, tenant, body)
+    record = await agents.create(
+        caller,
+        tenant,
+        name=body.name,
+        card_url=body.card_url,
+        headers=header_document(body.headers),
+        enabled=body.enabled,
+    )
+    return RemoteAgentOut.of(record)
 
 
 @router.get(
@@ -57,19 +73,25 @@ async def post_agent(
     summary="List a tenant's remote A2A agents",
     responses=problems(401, 403, 404, 422),
 )
-async def get_agents(tenant_id: str, caller: RequireToolConfigure, state: State) -> RemoteAgentList:
+async def get_agents(
+    tenant_id: str, caller: RequireToolConfigure, state: State, agents: RemoteAgentsOf
+) -> RemoteAgentList:
     """By name, each with its card as last fetched and the tools its skills are."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await list_agents(state, tenant)
+    return RemoteAgentList(items=[RemoteAgentOut.of(record) for record in await agents.all(tenant)])
 
 
 @router.get(_ONE, summary="Read a remote A2A agent", responses=problems(401, 403, 404, 422))
 async def get_agent(
-    tenant_id: str, remote_agent_id: UUID, caller: RequireToolConfigure, state: State
+    tenant_id: str,
+    remote_agent_id: UUID,
+    caller: RequireToolConfigure,
+    state: State,
+    agents: RemoteAgentsOf,
 ) -> RemoteAgentOut:
     """Its card as last fetched, and the tools its skills are."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await read_agent(state, tenant, remote_agent_id)
+    return RemoteAgentOut.of(await agents.get(tenant, remote_agent_id))
 
 
 @router.patch(
@@ -81,13 +103,17 @@ async def patch_agent(
     body: RemoteAgentUpdate,
     caller: RequireToolConfigure,
     state: State,
+    agents: RemoteAgentsOf,
 ) -> RemoteAgentOut:
     """Changes the fields given. `refresh: true`, or new `headers`, fetch its card again
     (nothing changes when that fails: 422); its tools become what the card lists now. A new
     `name` renames its tools; `enabled: false` stops offering them. Audited
     (`remote_agent.update`, with the changed fields before and after)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await update_agent(state, caller, tenant, remote_agent_id, body)
+    record = await agents.update(
+        caller, tenant, remote_agent_id, body.changes(), refetch=body.refetches
+    )
+    return RemoteAgentOut.of(record)
 
 
 @router.delete(
@@ -97,9 +123,13 @@ async def patch_agent(
     responses=problems(401, 403, 404, 422),
 )
 async def delete_one(
-    tenant_id: str, remote_agent_id: UUID, caller: RequireToolConfigure, state: State
+    tenant_id: str,
+    remote_agent_id: UUID,
+    caller: RequireToolConfigure,
+    state: State,
+    agents: RemoteAgentsOf,
 ) -> Response:
     """Its tools are no longer offered. Audited (`remote_agent.delete`)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    await delete_agent(state, caller, tenant, remote_agent_id)
+    await agents.delete(caller, tenant, remote_agent_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -15,7 +15,7 @@ from app.api.outbound import (
     header_document,
     headers_checker,
 )
-from app.storage.remote_agents import RemoteAgentRecord
+from app.resources.remote_agents import RemoteAgentRecord
 from app.tools.a2a.cards import card_of
 from app.tools.a2a.remote import skills_of
 

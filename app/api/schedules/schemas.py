@@ -6,10 +6,18 @@ from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from app.resources.cron import InvalidCron, check_cron, zone
+from app.resources.schedules import (
+    InvalidCron,
+    NewSchedule,
+    ScheduleChanges,
+    ScheduleRecord,
+    TaskDocument,
+    check_cron,
+    zone,
+)
 from app.runs import TaskSubmission
 from app.runs.agents import DEFAULT_AGENT
-from app.storage.schedules import ScheduleRecord
+from app.storage.pagination import Page
 
 
 def _cron(expression: str) -> str:
@@ -83,6 +91,9 @@ class ScheduleCreate(BaseModel):
     timezone: TimeZone = "UTC"
     task: ScheduledTask
 
+    def schedule(self) -> NewSchedule:
+        return NewSchedule(self.name, self.cron, self.timezone, task_document(self.task))
+
 
 class ScheduleUpdate(BaseModel):
     """The fields to change; the rest stay."""
@@ -93,6 +104,10 @@ class ScheduleUpdate(BaseModel):
     cron: Cron | None = None
     timezone: TimeZone | None = None
     task: ScheduledTask | None = None
+
+    def changes(self) -> ScheduleChanges:
+        task = None if self.task is None else task_document(self.task)
+        return ScheduleChanges(self.name, self.cron, self.timezone, task)
 
 
 class ScheduleOut(BaseModel):
@@ -150,9 +165,15 @@ class SchedulePage(BaseModel):
     items: list[ScheduleOut]
     next_cursor: str | None
 
+    @classmethod
+    def of(cls, page: Page[ScheduleRecord]) -> "SchedulePage":
+        return cls(
+            items=[ScheduleOut.of(record) for record in page.items], next_cursor=page.next_cursor
+        )
 
-def task_document(task: ScheduledTask) -> tuple[str | None, dict[str, Any]]:
+
+def task_document(task: ScheduledTask) -> TaskDocument:
     """A scheduled task as stored: its agent apart, the rest as its submission's JSON."""
     document = task.model_dump(mode="json", exclude_none=True, exclude_defaults=True)
     agent = document.pop("agent", None)
-    return agent, document
+    return TaskDocument(agent, document)

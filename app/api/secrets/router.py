@@ -2,17 +2,26 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 
 from app.api.access import RequireSecretConfigure
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
-from app.api.secrets import service
+from app.api.query import decode_key_cursor
 from app.api.secrets.schemas import SecretName, SecretOut, SecretPage, SecretScope, SecretValue
+from app.resources.secrets import SecretService
 from app.storage.pagination import MAX_PAGE_SIZE
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["secrets"], route_class=CheckedRoute)
+
+
+def _secrets(state: State) -> SecretService:
+    toolbox = state.toolbox
+    return SecretService(state.database, toolbox.secrets, toolbox.mcp)
+
+
+Secrets = Annotated[SecretService, Depends(_secrets)]
 
 
 @router.put(
@@ -30,6 +39,7 @@ async def put_secret(
     body: SecretValue,
     caller: RequireSecretConfigure,
     state: State,
+    secrets: Secrets,
     response: Response,
 ) -> SecretOut:
     """Creates the secret (201) or replaces its value (200). The value is sealed with
@@ -42,11 +52,10 @@ async def put_secret(
     value (on other instances within `OMNIFORGE_TENANT_CACHE_S`). Audited (`secret.put`, with
     its scope, without the value)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    vault = service.vault_of(state)
-    secret, created = await service.put_secret(state, vault, caller, tenant, name, body)
+    record, created = await secrets.put(caller, tenant, name, body.value, body.scope())
     if created:
         response.status_code = status.HTTP_201_CREATED
-    return secret
+    return SecretOut.of(record)
 
 
 @router.patch(
@@ -60,12 +69,12 @@ async def scope_secret(
     body: SecretScope,
     caller: RequireSecretConfigure,
     state: State,
+    secrets: Secrets,
 ) -> SecretOut:
     """Sets the secret's `usable_by` (null: anyone of the tenant); its value stays. Runs and
     MCP sessions starting from now are held to it. Audited (`secret.scope`)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    vault = service.vault_of(state)
-    return await service.set_scope(state, vault, caller, tenant, name, body)
+    return SecretOut.of(await secrets.set_scope(caller, tenant, name, body.usable_by))
 
 
 @router.get(
@@ -77,12 +86,14 @@ async def list_secrets(
     tenant_id: str,
     caller: RequireSecretConfigure,
     state: State,
+    secrets: Secrets,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> SecretPage:
     """By name: who set each when, and who may use it; never a value."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await service.list_secrets(state, tenant, cursor=cursor, limit=limit)
+    after = decode_key_cursor(cursor) if cursor else None
+    return SecretPage.of(await secrets.page(tenant, after=after, limit=limit), limit)
 
 
 @router.delete(
@@ -92,11 +103,14 @@ async def list_secrets(
     responses=problems(401, 403, 404, 422),
 )
 async def delete_secret(
-    tenant_id: str, name: SecretName, caller: RequireSecretConfigure, state: State
+    tenant_id: str,
+    name: SecretName,
+    caller: RequireSecretConfigure,
+    state: State,
+    secrets: Secrets,
 ) -> Response:
     """Runs starting from now no longer find it (a reference to it fails the call with
     `secret_not_found`). Audited (`secret.delete`)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    vault = service.vault_of(state)
-    await service.delete_secret(state, vault, caller, tenant, name)
+    await secrets.delete(caller, tenant, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,13 +1,13 @@
 """Tenant secrets as clients send and see them: a value goes in, never out."""
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from app.resources.secret_scopes import UsableBy
-from app.storage.secrets import SecretRecord
+from app.api.query import encode_key_cursor
+from app.resources.secrets import UNCHANGED, SecretRecord, Unchanged, UsableBy
 
 SECRET_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_]{0,63}$"
 MAX_SECRET_BYTES = 16 * 1024
@@ -56,8 +56,9 @@ class SecretValue(BaseModel):
         "replaced: its scope is kept.",
     )
 
-    def usable_by_document(self) -> dict[str, Any] | None:
-        return None if self.usable_by is None else self.usable_by.model_dump()
+    def scope(self) -> UsableBy | Unchanged | None:
+        """Who may use the secret, as given; `UNCHANGED` when absent."""
+        return self.usable_by if "usable_by" in self.model_fields_set else UNCHANGED
 
     @field_validator("value")
     @classmethod
@@ -96,3 +97,10 @@ class SecretOut(BaseModel):
 class SecretPage(BaseModel):
     items: list[SecretOut]
     next_cursor: str | None
+
+    @classmethod
+    def of(cls, records: list[SecretRecord], limit: int) -> "SecretPage":
+        """The page of at most `limit + 1` records (the extra one says there is more)."""
+        items = [SecretOut.of(record) for record in records[:limit]]
+        more = len(records) > limit
+        return cls(items=items, next_cursor=encode_key_cursor(items[-1].name) if more else None)

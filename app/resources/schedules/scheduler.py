@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from uuid import UUID
 
 from app.errors import OmniForgeError
-from app.resources.cron import InvalidCron, next_fire
-from app.storage.schedules import ScheduleRecord, ScheduleStore
+from app.resources.schedules.cron import InvalidCron, next_fire
+from app.resources.schedules.store import ScheduleRecord, ScheduleStore
 
 logger = logging.getLogger(__name__)
 

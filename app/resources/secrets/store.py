@@ -22,7 +22,7 @@ class SecretRecord(BaseModel):
     name: str
     key_id: str
     sealed: str
-    # Who may use it (`app.resources.secret_scopes.UsableBy`'s document); None: anyone.
+    # Who may use it (`app.resources.secrets.scopes.UsableBy`'s document); None: anyone.
     usable_by: dict[str, Any] | None = None
     created_by: str
     updated_by: str

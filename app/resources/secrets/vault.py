@@ -10,17 +10,18 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from app.caches import TtlCache
 from app.chain import ErrorCode
 from app.chain.models import utc_now
 from app.config import Settings
 from app.governance.audit import AuditAction, audit_row
-from app.resources.secret_scopes import UsableBy, refusal
+from app.resources.secrets.scopes import UsableBy, refusal
+from app.resources.secrets.store import SecretRecord, SecretRepository
 from app.security.log_masking import SecretMasker
 from app.security.redaction import Redactor
 from app.security.secrets import KeyRing, Sealed, SecretUnreadable
 from app.storage.audit import AuditRepository
 from app.storage.database import Database
-from app.storage.secrets import SecretRecord, SecretRepository
 from app.storage.tenants import TenantRepository
 from app.tools.errors import ToolError
 from app.tools.header_values import PROBLEM, sendable
@@ -28,7 +29,7 @@ from app.tools.services import MASK, MIN_MASKED_CHARS, SecretResolver, SecretUse
 
 logger = logging.getLogger(__name__)
 
-# Tenants whose opened secrets are cached at most (the cache is cleared past it).
+# Tenants whose opened secrets, and whose compiled maskers, are kept at most.
 MAX_CACHED_TENANTS = 10_000
 # Tenants read at once while rotating.
 _TENANT_PAGE = 500
@@ -131,14 +132,12 @@ class SecretVault:
         self.keys = keys
         self.masker = SecretMasker(MASK, min_chars=MIN_MASKED_CHARS)
         self._database = database
-        self._ttl_s = ttl_s
-        self._clock = clock
-        self._cache: dict[str, tuple[float, TenantSecrets]] = {}
+        self._cache = TtlCache[str, TenantSecrets](
+            ttl_s=ttl_s, max_entries=MAX_CACHED_TENANTS, clock=clock
+        )
         # Each tenant's compiled masker, kept while its values stay the same (compiling it
         # is what opening the secrets costs most).
         self._redactors: dict[str, tuple[frozenset[str], Redactor]] = {}
-        # Bumped by each change: a read that began before it is not cached after it.
-        self._generation: dict[str, int] = {}
 
     @classmethod
     def from_settings(cls, database: Database, settings: Settings) -> "SecretVault":
@@ -153,8 +152,7 @@ class SecretVault:
     def changed(self, tenant_id: str, value: str | None = None) -> None:
         """A secret of the tenant was set (to `value`) or deleted: runs starting from now
         read them again."""
-        self._generation[tenant_id] = self._generation.get(tenant_id, 0) + 1
-        self._cache.pop(tenant_id, None)
+        self._cache.invalidate(tenant_id)
         if value is not None:
             self.masker.learn([value])
 
@@ -192,22 +190,15 @@ class SecretVault:
         masker = self.masker
         return lambda text: masker(secrets.mask(text))
 
-    async def _secrets_of(self, tenant_id: str) -> "TenantSecrets":
+    async def _secrets_of(self, tenant_id: str) -> TenantSecrets:
         """The tenant's secrets, opened (and their masker compiled) once per cache period."""
-        now = self._clock()
-        cached = self._cache.get(tenant_id)
-        if cached is not None and cached[0] > now:
-            return cached[1]
-        generation = self._generation.get(tenant_id, 0)
+        return await self._cache.get_or_load(tenant_id, partial(self._read, tenant_id))
+
+    async def _read(self, tenant_id: str) -> TenantSecrets:
         async with self._database.read() as connection:
             records = await SecretRepository(connection, tenant_id).all()
         # Compiling the maskers is CPU work that grows with the secrets: not on the loop.
-        secrets = await asyncio.to_thread(self._prepared, tenant_id, records)
-        if self._ttl_s > 0 and self._generation.get(tenant_id, 0) == generation:
-            if len(self._cache) >= MAX_CACHED_TENANTS:
-                self._cache.clear()
-            self._cache[tenant_id] = (now + self._ttl_s, secrets)
-        return secrets
+        return await asyncio.to_thread(self._prepared, tenant_id, records)
 
     async def rotate(self, *, batch_size: int = 100) -> Rotation:
         """Seals every secret not sealed under the sealing key again under it, `batch_size`

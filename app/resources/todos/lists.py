@@ -4,8 +4,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from uuid import UUID
 
+from app.resources.todos.store import TodoRecord, TodoRepository
 from app.storage.database import Database
-from app.storage.todos import TodoRecord, TodoRepository
 from app.tools.errors import ToolError
 from app.tools.services import Todo, TodoList, not_found
 

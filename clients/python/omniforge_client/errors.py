@@ -202,6 +202,26 @@ class ServiceUnavailable(ServerError):
     pass
 
 
+class OtherHTTPError(APIError):
+    """A refusal at the HTTP level with no type of its own (`status` says which)."""
+
+
+class TaskFailed(ValidationFailed):
+    """OpenAI-compatible endpoint: the run ended without an answer (`error_code` says why)."""
+
+
+class BudgetExceeded(APIError):
+    """OpenAI-compatible endpoint: the run spent the task's budget before it answered."""
+
+
+class ModelFailed(ServerError):
+    """OpenAI-compatible endpoint: the model (or a remote tool's server) failed the run."""
+
+
+class TaskInterrupted(ServiceUnavailable):
+    """OpenAI-compatible endpoint: the run was interrupted and resumes; ask again."""
+
+
 _BY_SLUG: dict[str, type[APIError]] = {
     "bad-request": BadRequest,
     "unauthorized": Unauthorized,
@@ -231,6 +251,11 @@ _BY_SLUG: dict[str, type[APIError]] = {
     "rate-limited": RateLimited,
     "internal-error": ServerError,
     "service-unavailable": ServiceUnavailable,
+    "http-error": OtherHTTPError,
+    "task-failed": TaskFailed,
+    "budget-exceeded": BudgetExceeded,
+    "model-failed": ModelFailed,
+    "task-interrupted": TaskInterrupted,
 }
 
 # A problem type this client does not know yet (or a response from something in between, not

@@ -150,9 +150,9 @@ class Task(ApiModel):
     tools: list[str] | None = None
     budget: Budget | None = None
     metadata: dict[str, Any]
-    answer: str | None = None
+    answer: str | None
     # The old name of `answer`, deprecated by the service: read `answer`.
-    result: str | None = None
+    result: str | None
     output: Any = None
     stop_reason: str | None = None
     error_code: ErrorCode | None
@@ -380,9 +380,9 @@ class Turn(ApiModel):
     agent_version: int | None
     input: str | None = None
     messages: list[dict[str, Any]] | None = None
-    answer: str | None = None
+    answer: str | None
     # The old name of `answer`, deprecated by the service: read `answer`.
-    result: str | None = None
+    result: str | None
     output: Any = None
     error_code: ErrorCode | None
     usage: ChainMetrics

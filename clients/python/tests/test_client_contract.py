@@ -81,13 +81,9 @@ def test_starting_a_conversation_takes_its_schemas_fields(client: type) -> None:
 
 
 def test_every_problem_type_of_the_service_has_its_error_class() -> None:
-    from app.api import errors as service_errors
+    from app.errors import problem_catalogue
 
-    slugs = {
-        value.slug
-        for value in vars(service_errors).values()
-        if isinstance(value, service_errors.ProblemType)
-    }
+    slugs = {problem.slug for problem in problem_catalogue()}
     assert slugs <= set(errors._BY_SLUG)
     for slug in slugs:
         assert errors._BY_SLUG[slug].__name__ != "APIError"

@@ -8,18 +8,21 @@ import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from app.chain.models import utc_now
+from app.resources.mcp_servers.store import McpServerRecord, McpServerRepository, McpStatus
 from app.storage import Database
-from app.storage.mcp_servers import McpServerRecord, McpServerRepository, McpStatus
 from app.storage.tenants import network_allow
 from app.tools.errors import ToolError
-from app.tools.mcp import Health, McpConnection, McpTool, McpToolSpec, discover, named
-from app.tools.mcp.session import HeaderSource
+from app.tools.mcp import McpToolSpec, discover, named
 from app.tools.registry import RegisteredTool
 from app.tools.services import NetworkPolicy, SecretUse, resolve_headers
+
+if TYPE_CHECKING:
+    # The `mcp` SDK under them is imported when a server is first compiled, not at start-up.
+    from app.tools.mcp.session import HeaderSource, Health, McpConnection
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +47,7 @@ class _Server:
 
     record: McpServerRecord
     network: NetworkPolicy
-    connection: McpConnection
+    connection: "McpConnection"
     tools: tuple[RegisteredTool, ...]
 
     def same_config(self, record: McpServerRecord, network: NetworkPolicy) -> bool:
@@ -195,6 +198,8 @@ class McpServers:
                 return _Server(record, network, before.connection, before.tools)
             connection = before.connection
         else:
+            from app.tools.mcp import McpConnection
+
             connection = McpConnection(
                 record.url,
                 server=record.name,
@@ -208,8 +213,10 @@ class McpServers:
         return _Server(record, network, connection, self._tools(record, connection))
 
     def _tools(
-        self, record: McpServerRecord, connection: McpConnection
+        self, record: McpServerRecord, connection: "McpConnection"
     ) -> tuple[RegisteredTool, ...]:
+        from app.tools.mcp import McpTool
+
         allowed = None if record.allowed_tools is None else set(record.allowed_tools)
         tools: list[RegisteredTool] = []
         for name, spec in offered(record)[0]:
@@ -227,7 +234,7 @@ class McpServers:
             tools.append(RegisteredTool.of(tool))
         return tuple(tools)
 
-    def _header_source(self, record: McpServerRecord) -> HeaderSource:
+    def _header_source(self, record: McpServerRecord) -> "HeaderSource":
         secrets, tenant_id, headers = self._secrets, record.tenant_id, dict(record.headers)
         # The session is the server's, shared by the tenant's runs: its secrets are checked
         # here as sent by the server, and each run's call as that run's use (`McpTool`).
@@ -311,7 +318,7 @@ class McpServers:
             self._rediscovering.discard(server_id)
             self._rediscover_again.discard(server_id)
 
-    async def _record_health(self, tenant_id: str, server_id: UUID, health: Health) -> None:
+    async def _record_health(self, tenant_id: str, server_id: UUID, health: "Health") -> None:
         status: McpStatus = "ok" if health.ok else "error"
         detail = health.detail
         if health.ok:
@@ -382,7 +389,9 @@ def secret_names(headers: Mapping[str, Any]) -> tuple[str, ...]:
     )
 
 
-def _health_of(record: McpServerRecord) -> Health | None:
+def _health_of(record: McpServerRecord) -> "Health | None":
+    from app.tools.mcp import Health
+
     if record.status == "ok":
         return Health(True)
     if record.status == "error":

@@ -2,18 +2,17 @@
 the SSRF guard when registered or refreshed and stored on their rows (so that every instance
 offers the same tools), the tools built from the stored cards and kept for a short while."""
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from a2a.types import AgentCard
 
-from app.resources.mcp import SecretValues
+from app.caches import TtlCache
+from app.resources.mcp_servers.sessions import SecretValues
+from app.resources.remote_agents.store import RemoteAgentRecord, RemoteAgentRepository
 from app.storage import Database
-from app.storage.remote_agents import RemoteAgentRecord, RemoteAgentRepository
 from app.storage.tenants import network_allow
 from app.tools.a2a.cards import card_of, origin_of
 from app.tools.a2a.client import A2AConnector
@@ -25,12 +24,8 @@ from app.tools.services import NetworkPolicy, SecretUse, resolve_headers
 # How long an instance offers a tenant's agents' tools as it last read them; changes made
 # through this instance apply at once, others' within this time.
 CACHE_TTL_S = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class _Tenant:
-    loaded_at: float
-    tools: list[RegisteredTool]
+# Tenants whose agents' tools are kept at most.
+MAX_CACHED_TENANTS = 10_000
 
 
 class RemoteAgents:
@@ -53,30 +48,22 @@ class RemoteAgents:
         self._secrets = secrets
         self._network = network
         self.connector = connector
-        self._ttl_s = cache_ttl_s
-        self._clock = clock
-        self._tenants: dict[str, _Tenant] = {}
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._cache = TtlCache[str, list[RegisteredTool]](
+            ttl_s=cache_ttl_s, max_entries=MAX_CACHED_TENANTS, clock=clock
+        )
 
     async def tools_for(self, tenant_id: str) -> list[RegisteredTool]:
         """The skills of the tenant's enabled agents, as tools (by their stored cards)."""
-        entry = self._tenants.get(tenant_id)
-        if entry is not None and self._clock() - entry.loaded_at < self._ttl_s:
-            return entry.tools
-        lock = self._locks.setdefault(tenant_id, asyncio.Lock())
-        async with lock:
-            current = self._tenants.get(tenant_id)
-            if current is not None and current is not entry:
-                return current.tools  # another caller loaded them meanwhile
-            async with self._database.read() as connection:
-                records = await RemoteAgentRepository(connection, tenant_id).all()
-            tools = [tool for record in records if record.enabled for tool in self._tools(record)]
-            self._tenants[tenant_id] = _Tenant(self._clock(), tools)
-            return tools
+        return await self._cache.get_or_load(tenant_id, partial(self._read, tenant_id))
 
     def changed(self, tenant_id: str) -> None:
         """The tenant's agents changed: its next `tools_for` reads them again."""
-        self._tenants.pop(tenant_id, None)
+        self._cache.invalidate(tenant_id)
+
+    async def _read(self, tenant_id: str) -> list[RegisteredTool]:
+        async with self._database.read() as connection:
+            records = await RemoteAgentRepository(connection, tenant_id).all()
+        return [tool for record in records if record.enabled for tool in self._tools(record)]
 
     async def fetch_card(
         self, tenant_id: str, url: str, headers: Mapping[str, Any], *, agent: str
