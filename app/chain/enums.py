@@ -82,7 +82,8 @@ _TERMINAL_TASK_STATES = frozenset(
 
 
 class ErrorCode(StrEnum):
-    """Why a chain or a tool call failed. The set is fixed and documented in the README."""
+    """Why a chain or a tool call failed. The set is fixed and documented in the docs' error
+    reference (docs/reference/errors.md, "Chain error codes")."""
 
     BUDGET_EXCEEDED = "budget_exceeded"
     RATE_LIMITED = "rate_limited"

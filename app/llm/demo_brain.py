@@ -25,7 +25,7 @@ PLAIN_ANSWER = (
     "I am OmniForge's offline demo model. I can only do arithmetic (with the calculator tool) "
     "and tell the time anywhere (with the current_time tool). To use a real model, put a LiteLLM "
     "model_list YAML in OMNIFORGE_MODELS_FILE and name one of its models in "
-    "OMNIFORGE_DEFAULT_MODEL (or pass --model); see the README."
+    "OMNIFORGE_DEFAULT_MODEL (or pass --model); see docs/models.md."
 )
 
 UNREADABLE = (
