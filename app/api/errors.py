@@ -217,11 +217,6 @@ def _document_problem(exc: DocumentRefused) -> ProblemType:
     return DOCUMENT_TOO_LARGE if isinstance(exc, DocumentTooLarge) else DOCUMENT_REFUSED
 
 
-def _api_error(exc: Any) -> ApiError:
-    assert isinstance(exc, ApiError)
-    return exc
-
-
 @dataclass(frozen=True, slots=True)
 class Answer:
     """How one class of error is answered: its problem type (`problems[0]`, unless `choose`
