@@ -26,9 +26,9 @@ from app.chain import (
     ToolType,
 )
 from app.chain.models import utc_now
+from app.resources.conversations.store import ConversationRepository
 from app.runs.conversations import History, rebuild
 from app.storage import Database
-from app.storage.conversations import ConversationRepository
 from app.storage.runs import RunStores
 from bench.recorded_run import RecordedRun, bench_runner
 from bench.service_harness import TENANT, postgres_database, run_async

@@ -9,9 +9,9 @@ from pathlib import Path
 from app.agents.compaction import SUMMARY_PROMPT
 from app.chain.models import utc_now
 from app.llm.demo_brain import PLAIN_ANSWER
+from app.resources.agents.store import AgentRepository
 from app.runs.agents import AgentDefinition, definition_document
 from app.storage import Database, upgrade_to_head
-from app.storage.agents import AgentRepository
 from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 

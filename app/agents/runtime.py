@@ -65,6 +65,11 @@ class AgentRuntime:
         raises what stopped it loading."""
         await self.gateway.loaded()
 
+    @property
+    def is_loaded(self) -> bool:
+        """Whether `loaded` would return at once."""
+        return self.gateway.is_loaded
+
     def agent_for(self, spec: AgentSpec) -> CoTAgent:
         """A new agent for one task of a definition (`UnknownAgentKind` for a kind this
         process does not have)."""

@@ -1,7 +1,6 @@
 """The app factory and its lifespan: every resource is built at start-up, none at import."""
 
 import asyncio
-import functools
 import gc
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -37,13 +36,11 @@ from app.api.openapi import install_openapi
 from app.api.remote_agents.router import router as remote_agents_router
 from app.api.request_ids import RequestIds
 from app.api.root import router as root_router
-from app.api.schedules.firing import fire_schedule
 from app.api.schedules.router import router as schedules_router
 from app.api.secrets.router import router as secrets_router
 from app.api.serving import listeners_of
 from app.api.state import AppState
 from app.api.tasks.router import router as tasks_router
-from app.api.tasks.service import load_run
 from app.api.tasks.tickets import router as stream_tickets_router
 from app.api.tenants.router import router as tenants_router
 from app.api.tools.router import router as tools_router
@@ -67,6 +64,8 @@ from app.resources.todos import TodoLists
 from app.resources.toolbox import Toolbox, process_tools
 from app.resources.webhooks import Webhooks
 from app.runs import RunManager
+from app.runs.live import LiveRuns
+from app.runs.tasks import RunInputs, ScheduleFirings, TaskService
 from app.security import TokenVerifier
 from app.security.log_masking import install_log_masking
 from app.security.stream_tickets import StreamTickets, install_ticket_masking
@@ -108,26 +107,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     stop_documents = documents.install(reader)
     try:
         run_stores = RunStores.of(database, notices_for(database))
-        runs = RunManager(
-            run_stores,
-            heartbeat_s=settings.runner_heartbeat_s,
-            audit_flush_s=settings.audit_flush_s,
-            limits=limits,
-            max_runs=settings.max_concurrent_runs,
-            max_submissions=settings.max_concurrent_submissions,
-            resume=settings.resume,
-            max_resumes=settings.max_resumes,
-            approval_timeout_s=settings.approval_timeout_s,
-            tracer=tracer,
-            max_agent_depth=settings.max_agent_depth,
-            store_outage_s=settings.store_outage_s,
-        )
         # A plugin that cannot be loaded stops the start here, named.
         tools = process_tools(settings, app.state.extra_tools)
+        # The runs live here: the runtime hands them the cost records of their calls.
+        live = LiveRuns()
         runtime = AgentRuntime.build(
-            RuntimeSettings.model_validate(settings), tools=tools, recorder=runs
+            RuntimeSettings.model_validate(settings), tools=tools, recorder=live
         )
-        runs.attach(runtime)
         # What start-up built lives as long as the process: keep it out of the collector's
         # full passes (they took 0.4 s under load otherwise).
         gc.collect()
@@ -167,6 +153,35 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             masker=vault.masker,
             network=network,
         )
+        api_keys = ApiKeys(database, ttl_s=settings.api_key_cache_s)
+        inputs = RunInputs(database, tenants, api_keys, toolbox, webhooks)
+        runs = RunManager(
+            run_stores,
+            runtime,
+            live=live,
+            # Runs accepted by another instance, or before a restart, are rebuilt from the store.
+            loader=inputs.load,
+            heartbeat_s=settings.runner_heartbeat_s,
+            audit_flush_s=settings.audit_flush_s,
+            limits=limits,
+            max_runs=settings.max_concurrent_runs,
+            max_submissions=settings.max_concurrent_submissions,
+            resume=settings.resume,
+            max_resumes=settings.max_resumes,
+            approval_timeout_s=settings.approval_timeout_s,
+            tracer=tracer,
+            max_agent_depth=settings.max_agent_depth,
+            store_outage_s=settings.store_outage_s,
+        )
+        tasks = TaskService(
+            database,
+            runs,
+            run_stores,
+            inputs,
+            keepalive_s=settings.sse_keepalive_s,
+            idempotency_ttl_s=settings.idempotency_key_ttl_s,
+        )
+        firings = ScheduleFirings(tasks)
         deleted_rows = DeletedRows(runs.metrics.registry)
         purge = Purge(
             database,
@@ -181,19 +196,19 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             runtime=runtime,
             runs=runs,
             run_stores=run_stores,
+            tasks=tasks,
+            schedule_firings=firings,
             verifier=verifier,
             tenants=tenants,
             toolbox=toolbox,
             stream_tickets=StreamTickets.from_settings(settings),
-            api_keys=ApiKeys(database, ttl_s=settings.api_key_cache_s),
+            api_keys=api_keys,
             webhooks=webhooks,
             purge=purge,
             erasure=Erasure(database, deleted_rows),
         )
         app.state.omniforge = state
-        # Runs accepted by another instance, or before a restart, are rebuilt from the store.
-        runs.use_loader(functools.partial(load_run, state))
-        scheduler = Scheduler(ScheduleStore(database), functools.partial(fire_schedule, state))
+        scheduler = Scheduler(ScheduleStore(database), firings.fire)
         run_stores.notices.listen(SCHEDULES, scheduler.changed)
         run_stores.notices.on_reconnect.append(scheduler.changed)
         if current:

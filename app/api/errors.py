@@ -47,11 +47,16 @@ from app.errors import (
     problem_catalogue,
 )
 from app.governance.quotas import QuotaRefusal, RateLimited, retry_after_header
+from app.resources.agents import AgentArchived, AgentBuiltin, AgentExists, InvalidDefinition
+from app.resources.api_keys import RolesExceedCreator
 from app.resources.mcp_servers import McpServerExists, McpServersUnavailable
 from app.resources.remote_agents import RemoteAgentExists, RemoteAgentsUnavailable, UnusableCard
 from app.resources.schedules import ScheduleUnresumable
 from app.resources.secrets import SecretsUnavailable, UnsendableSecret
-from app.runs.agents import AgentArchived, UnknownAgent
+from app.resources.tenants import InvalidSettings
+from app.resources.webhooks.service import UnreachableWebhook, WebhooksUnavailable
+from app.runs.agents import UnknownAgent
+from app.runs.approval_inbox import ApprovalDecided, EditedArgumentsInvalid
 from app.runs.errors import (
     Forbidden,
     InvalidSubmission,
@@ -61,8 +66,9 @@ from app.runs.errors import (
     TenantRefused,
     ToolsNotPermitted,
 )
+from app.runs.tasks.idempotency import IdempotencyKeyReused
+from app.runs.tasks.replays import UnfinishedSource
 from app.security import AuthenticationFailed
-from app.storage.agents import AgentExists
 from app.storage.erasure import TaskUnfinished
 from app.storage.pagination import InvalidCursor
 from app.storage.runs import ConversationBusy
@@ -273,6 +279,18 @@ ANSWERS: dict[type[OmniForgeError], Answer] = {
     ),
     TaskAlreadyFinished: Answer((TASK_FINISHED,)),
     TaskUnfinished: Answer((TASK_UNFINISHED,)),
+    ApprovalDecided: Answer((APPROVAL_DECIDED,)),
+    EditedArgumentsInvalid: Answer((VALIDATION,), errors=lambda e: _fields("body", e.problems)),
+    UnfinishedSource: Answer((TASK_UNFINISHED,)),
+    IdempotencyKeyReused: Answer(
+        (IDEMPOTENCY_KEY_REUSED,),
+        detail=lambda e: f"this Idempotency-Key {e.reason}",
+        errors=lambda _: [
+            FieldProblem(
+                field="header.Idempotency-Key", message="already used with a different body"
+            )
+        ],
+    ),
     ScheduleUnresumable: Answer((SCHEDULE_UNRESUMABLE,)),
     SecretsUnavailable: Answer((UNAVAILABLE,)),
     UnsendableSecret: Answer((VALIDATION,), errors=lambda e: _fields("body", e.problems)),
@@ -284,8 +302,24 @@ ANSWERS: dict[type[OmniForgeError], Answer] = {
     RemoteAgentsUnavailable: Answer((UNAVAILABLE,)),
     RemoteAgentExists: Answer((REMOTE_AGENT_EXISTS,), detail=lambda e: f"{e}; choose another name"),
     UnusableCard: Answer((VALIDATION,), errors=lambda e: _fields("body", e.problems)),
+    WebhooksUnavailable: Answer((UNAVAILABLE,)),
+    UnreachableWebhook: Answer(
+        (VALIDATION,), errors=lambda e: [FieldProblem(field="body.url", message=e.reason)]
+    ),
+    RolesExceedCreator: Answer(
+        (FORBIDDEN,), errors=lambda e: [FieldProblem(field="body.roles", message=str(e))]
+    ),
+    InvalidSettings: Answer((VALIDATION,), errors=lambda e: _fields("body", e.problems)),
     AgentArchived: Answer((AGENT_ARCHIVED,), members=lambda e: {"agent": e.name}),
     AgentExists: Answer((AGENT_EXISTS,), members=lambda e: {"agent": e.name}),
+    AgentBuiltin: Answer((AGENT_BUILTIN,), members=lambda e: {"agent": e.name}),
+    InvalidDefinition: Answer(
+        (VALIDATION,),
+        errors=lambda e: [
+            FieldProblem(field=".".join(["body", *filter(None, [p.field])]), message=p.message)
+            for p in e.problems
+        ],
+    ),
     UnknownAgent: Answer(
         (VALIDATION,), errors=lambda e: [FieldProblem(field="body.agent", message=str(e))]
     ),

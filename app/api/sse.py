@@ -9,6 +9,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from app.api.errors import VALIDATION, ApiError, FieldProblem
 from app.runs.channel import StreamItem
 from app.storage.errors import is_transient
 
@@ -94,3 +95,24 @@ async def _disconnected(receive: Receive) -> None:
         message = await receive()
         if message["type"] == "http.disconnect":
             return
+
+
+MAX_SEQ = 2**31 - 1
+"""Event ids and step numbers are 32-bit on every backend."""
+
+
+def stream_position(last_event_id: str | None, after: int | None) -> int:
+    """Where a subscriber resumes: `Last-Event-ID` (what a reconnecting EventSource sends)
+    wins over `?after=`; 0 replays everything."""
+    if last_event_id is not None and last_event_id.strip():
+        value = last_event_id.strip()
+        # Length first: Python refuses to convert thousands of digits at all.
+        digits = value.isascii() and value.isdecimal() and len(value) <= len(str(MAX_SEQ))
+        if not (digits and int(value) <= MAX_SEQ):
+            raise ApiError(
+                VALIDATION,
+                "Last-Event-ID must be an event id of this stream",
+                errors=[FieldProblem(field="header.Last-Event-ID", message="not an event id")],
+            )
+        return int(value)
+    return after or 0

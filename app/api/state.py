@@ -11,6 +11,7 @@ from app.governance.tenants import TenantDirectory
 from app.resources.toolbox import Toolbox
 from app.resources.webhooks import Webhooks
 from app.runs import RunManager
+from app.runs.tasks import ScheduleFirings, TaskService
 from app.security import TokenVerifier
 from app.security.stream_tickets import StreamTickets
 from app.storage import Database
@@ -24,6 +25,9 @@ class AppState:
     runtime: AgentRuntime
     runs: RunManager
     run_stores: RunStores
+    # What callers do with tasks, whichever way they come in; schedules' tasks.
+    tasks: TaskService
+    schedule_firings: ScheduleFirings
     verifier: TokenVerifier
     tenants: TenantDirectory
     # Tenants' own tools (MCP servers) and the services tools reach (secrets, files, todos).

@@ -138,7 +138,7 @@ def _definition(path: Path) -> "AgentCreate":
 
     from app.api.agents.schemas import AgentCreate
     from app.api.inputs import parse_json_body
-    from app.runs.agents import DEFAULT_AGENT
+    from app.resources.agents import DEFAULT_AGENT
 
     try:
         document = yaml.load(path.read_text(encoding="utf-8"), Loader=_JSONLoader)
@@ -226,11 +226,10 @@ async def _apply_locally(
     from pydantic import ValidationError
 
     from app.agents import AgentRuntime, RuntimeSettings
-    from app.api.agents.service import AgentCatalog, check_definition
-    from app.api.errors import ApiError
     from app.cli.configuration import models_hint
     from app.llm import ModelConfigError
-    from app.runs.agents import AgentArchived
+    from app.resources.agents import AgentArchived, AgentService, InvalidDefinition
+    from app.runs.agents import RunnableDefinitions, check_definition
 
     try:
         runtime = AgentRuntime.build(RuntimeSettings.model_validate(settings))
@@ -243,30 +242,27 @@ async def _apply_locally(
         for file in files:
             try:
                 check_definition(runtime, tenant, file.body.definition(), name=file.body.name)
-            except ApiError as exc:
-                problems.extend(_problem_lines(file.path, exc.detail, exc.errors))
+            except InvalidDefinition as exc:
+                problems.extend(_problem_lines(file.path, str(exc), exc.problems))
         if problems:
             if any("unknown model" in problem for problem in problems):
                 problems.append(models_hint(settings, "apply there with --server URL --token T"))
             raise CommandFailed(problems, EXIT_USAGE)
-        lines: list[str] = []
+        agents = AgentService(database, RunnableDefinitions(runtime))
         try:
-            async with database.transaction() as connection:
-                catalog = AgentCatalog(connection, runtime, caller)
-                for file in files:
-                    applied, record = await catalog.apply(file.body)
-                    lines.append(_applied_line(record.name, applied, record.version))
+            applied = await agents.apply(
+                caller, [(file.body.name, file.body.fields()) for file in files]
+            )
         except AgentArchived as exc:
             raise CommandFailed([f"{exc}; nothing was applied"]) from None
-        except ApiError as exc:
-            raise CommandFailed(_problem_lines(None, exc.detail, exc.errors)) from None
-        return lines
+        except InvalidDefinition as exc:
+            raise CommandFailed(_problem_lines(None, str(exc), exc.problems)) from None
+        return [_applied_line(record.name, how, record.version) for how, record in applied]
 
 
 async def _list_locally(settings: "Settings", tenant_id: str, *, archived: bool) -> list[str]:
     from app.api.agents.schemas import AgentOut
-    from app.api.agents.service import builtin_agent
-    from app.storage.agents import AgentRepository
+    from app.resources.agents.store import AgentRepository
 
     async with (
         _tenant_database(settings, tenant_id) as (database, tenant),
@@ -275,7 +271,7 @@ async def _list_locally(settings: "Settings", tenant_id: str, *, archived: bool)
         records = await AgentRepository(connection, tenant.id).page(
             after=None, limit=100_000, archived=archived
         )
-    agents = [builtin_agent(_operator(tenant)), *(AgentOut.of(record) for record in records)]
+    agents = [AgentOut.builtin_of(since=tenant.record.created_at), *map(AgentOut.of, records)]
     return [_listed_line(agent) for agent in agents]
 
 

@@ -63,8 +63,11 @@ async def _create(
     """The key and its secret, or why none was made."""
     from app.chain.models import utc_now
     from app.governance.api_keys import ApiKeys
+    from app.governance.callers import Caller
     from app.governance.tenants import command_tenant
-    from app.security.rbac import Role
+    from app.resources.api_keys import ApiKeyService
+    from app.security import Principal
+    from app.security.rbac import Role, permissions_of
     from app.storage import Database
 
     database = Database(settings.resolved_database_url())
@@ -76,14 +79,15 @@ async def _create(
             return f"no tenant {tenant_id!r}: create it first with `omniforge tenant create`"
         if not tenant.is_active:
             return f"tenant {tenant_id!r} is disabled"
-        keys = ApiKeys(database, ttl_s=0)
+        # Whoever runs commands on the service's machine is its operator.
+        operator = frozenset({Role.PLATFORM_ADMIN.value})
+        principal = Principal(subject=CLI_CREATOR, tenant_id=tenant.id, roles=operator)
+        keys = ApiKeyService(database, ApiKeys(database, ttl_s=0))
         return await keys.create(
-            tenant_id,
+            Caller(principal, tenant, permissions_of(operator)),
+            tenant,
             name=name,
             roles=roles,
-            # Whoever runs commands on the service's machine is its operator.
-            creator_roles=[Role.PLATFORM_ADMIN.value],
-            by=CLI_CREATOR,
             expires_at=None if lifetime is None else utc_now() + lifetime,
         )
     finally:

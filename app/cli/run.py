@@ -75,7 +75,8 @@ def run(args: argparse.Namespace, settings: "Settings", runtime: "AgentRuntime")
 async def _agent(settings: "Settings", tenant: str, ref: str) -> "ResolvedAgent":
     """The agent version `ref` names in `tenant`, from the configured database (`LookupError`
     when there is none, or it is archived)."""
-    from app.runs.agents import AgentArchived, resolve_agent
+    from app.resources.agents import AgentArchived
+    from app.runs.agents import resolve_agent
     from app.storage import Database, upgrade_to_head
 
     database = Database(settings.resolved_database_url())

@@ -1,25 +1,21 @@
-"""API keys: created by tenant admins with at most their own permissions, verified on every
-request they are used for (through a short per-process cache), revoked at once on the instance
-that revokes them and on the others within the cache time."""
+"""API keys as authentication reads them: verified on every request they are used for
+(through a short per-process cache), refused at once on the instance that revokes them and on
+the others within the cache time. Tenant admins create and revoke them through
+`app.resources.api_keys`."""
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from app.caches import TtlCache
 from app.chain.models import utc_now
-from app.errors import OmniForgeError
-from app.governance.audit import AuditAction, audit_row
 from app.governance.quotas import TenantQuotas
 from app.security import AuthenticationFailed, Principal
-from app.security.api_keys import key_subject, new_api_key, secret_digest, well_formed
-from app.security.rbac import Role, crosses_tenants, permissions_of
-from app.storage.api_keys import ApiKeyRepository, key_by_digest, key_by_id, mark_used
-from app.storage.audit import AuditRepository
+from app.security.api_keys import key_subject, secret_digest, well_formed
+from app.storage.api_key_lookups import key_by_digest, key_by_id, mark_used
 from app.storage.database import Database
 from app.storage.records import ApiKeyRecord
 
@@ -45,14 +41,6 @@ class KeyGrant:
         return f"{self.principal.tenant_id}/api-key/{self.key_id}"
 
 
-class RolesExceedCreator(OmniForgeError):
-    """A key would get permissions its creator does not have."""
-
-    def __init__(self, extra: Sequence[str]) -> None:
-        super().__init__(f"a key cannot have permissions its creator lacks: {', '.join(extra)}")
-        self.extra = list(extra)
-
-
 class ApiKeys:
     """Keys by secret, each verification cached for `ttl_s` (0: none); the process that
     revokes a key forgets it at once."""
@@ -69,55 +57,9 @@ class ApiKeys:
             ttl_s=ttl_s, max_entries=_MAX_CACHED, clock=clock
         )
 
-    async def create(
-        self,
-        tenant_id: str,
-        *,
-        name: str,
-        roles: Sequence[str],
-        creator_roles: Sequence[str],
-        by: str,
-        expires_at: datetime | None = None,
-        quotas: TenantQuotas | None = None,
-    ) -> tuple[ApiKeyRecord, str]:
-        """A new key and its secret (which is not stored: this is the only time it exists)."""
-        extra = sorted(str(p) for p in permissions_of(roles) - permissions_of(creator_roles))
-        if crosses_tenants(roles) and not crosses_tenants(creator_roles):
-            extra.append(f"the {Role.PLATFORM_ADMIN} role (every tenant)")
-        if extra:
-            raise RolesExceedCreator(extra)
-        secret, prefix = new_api_key()
-        now = utc_now()
-        async with self._database.transaction() as connection:
-            record = await ApiKeyRepository(connection, tenant_id).create(
-                key_id=uuid4(),
-                name=name,
-                prefix=prefix,
-                secret_sha256=secret_digest(secret),
-                roles=sorted(set(roles)),
-                quotas=None
-                if quotas is None
-                else quotas.model_dump(mode="json", exclude_defaults=True),
-                by=by,
-                at=now,
-                expires_at=expires_at,
-            )
-            await AuditRepository(connection, tenant_id).append(
-                [_audit(AuditAction.API_KEY_CREATE, record, by, now)]
-            )
-        return record, secret
-
-    async def revoke(self, tenant_id: str, key_id: UUID, *, by: str) -> ApiKeyRecord | None:
-        now = utc_now()
-        async with self._database.transaction() as connection:
-            record = await ApiKeyRepository(connection, tenant_id).revoke(key_id, by=by, at=now)
-            if record is not None and record.revoked_at == now:
-                await AuditRepository(connection, tenant_id).append(
-                    [_audit(AuditAction.API_KEY_REVOKE, record, by, now)]
-                )
-        if record is not None:
-            self._cache.invalidate(record.secret_sha256)
-        return record
+    def revoked(self, record: ApiKeyRecord) -> None:
+        """Forgets the key's cached verification: this process refuses it from now on."""
+        self._cache.invalidate(record.secret_sha256)
 
     async def verify(self, secret: str) -> KeyGrant:
         """The grant of a usable key; `AuthenticationFailed` for any other secret."""
@@ -184,14 +126,3 @@ class ApiKeys:
 
 def _used_at(record: ApiKeyRecord | None, *, at: datetime) -> ApiKeyRecord | None:
     return None if record is None else record.model_copy(update={"last_used_at": at})
-
-
-def _audit(action: AuditAction, record: ApiKeyRecord, by: str, at: datetime) -> dict[str, Any]:
-    return audit_row(
-        actor=by,
-        action=action,
-        resource_type="api_key",
-        resource_id=str(record.id),
-        details={"name": record.name, "prefix": record.prefix, "roles": record.roles},
-        at=at,
-    )

@@ -84,6 +84,11 @@ class LLMGateway:
         need be (the loop goes on meanwhile); raises what stopped it loading."""
         await self._ready.wait()
 
+    @property
+    def is_loaded(self) -> bool:
+        """Whether `loaded` would return at once."""
+        return self._ready.built()
+
     def load_failure(self) -> BaseException | None:
         """What stopped the LiteLLM side loading, once it has."""
         return self._ready.failure() or self._backend.failure()

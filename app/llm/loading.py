@@ -37,6 +37,11 @@ class BackgroundLoad(Generic[_T]):
             return future.result()
         return await asyncio.wrap_future(future)
 
+    def built(self) -> bool:
+        """Whether the value is there (built, without failing): no waiter would wait."""
+        future = self._future
+        return future is not None and future.done() and future.exception() is None
+
     def failure(self) -> BaseException | None:
         """Why the build failed, once it has."""
         future = self._future

@@ -13,7 +13,7 @@ from app.resources.mcp_servers import McpServers
 from app.resources.remote_agents import RemoteAgents
 from app.resources.secrets import SecretVault
 from app.resources.todos import TodoLists
-from app.storage.tenants import NetworkAllow
+from app.storage.records import NetworkAllow
 from app.tools.base import BaseTool
 from app.tools.builtin import builtin_tools
 from app.tools.plugins import load_plugin_tools

@@ -14,7 +14,7 @@ from app.observability.tracing import RunTracer
 from app.resources.webhooks.subscriptions import RunWebhooks
 from app.runs.audit import ToolAuditor
 from app.runs.channel import Relay, RunChannel, StreamEvent
-from app.runs.live import LiveRun, output_to
+from app.runs.live import LiveRun, LiveRuns, output_to
 from app.runs.metrics import RunLabels, RunMetrics
 from app.runs.recorder import ChildEvent, RunRecorder, own_events
 from app.runs.waiters import TaskWaiters
@@ -24,7 +24,6 @@ from app.storage.records import TaskRecord
 from app.storage.runs import ApprovalWrites, TaskQueue
 from app.storage.runs.queue import held_by
 from app.tools.models import OutputDelta, ToolDefinition
-from app.tools.recording import CostRecord
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +31,9 @@ DONE = "done"
 
 
 class ActiveRuns:
-    """The runs of this process by task id. A run is followed from the moment it starts until
-    its end (or hand-over) is stored; `ended` is called each time one leaves."""
+    """The runs of this process by task id (`runs`, the runtime's cost recorder too). A run is
+    followed from the moment it starts until its end (or hand-over) is stored; `ended` is
+    called each time one leaves."""
 
     def __init__(
         self,
@@ -45,6 +45,7 @@ class ActiveRuns:
         *,
         me: str,
         ended: Callable[[], None],
+        runs: LiveRuns | None = None,
         tracer: RunTracer | None = None,
         live_here: Callable[[UUID], None] = lambda _: None,
     ) -> None:
@@ -58,7 +59,7 @@ class ActiveRuns:
         # Told of each run that becomes live here (its followers move to its channel).
         self._live_here = live_here
         self._tracer = tracer
-        self._runs: dict[UUID, LiveRun] = {}
+        self._runs = LiveRuns() if runs is None else runs
         # Draining: every run, and every run that starts from now on, starts no new call.
         self._releasing = False
         self._sensitive_fields: frozenset[str] = frozenset()
@@ -104,13 +105,6 @@ class ActiveRuns:
             while task_id in self._runs:
                 await changed.wait()
                 changed.clear()
-
-    async def record_cost(self, record: CostRecord) -> None:
-        """The runtime's `CostRecorder`: a run's cost records are written in the same
-        transaction as the steps that follow them."""
-        live = self._runs.get(UUID(record.task_id))
-        if live is not None:
-            live.costs.append(record)
 
     def output_to(self, task_id: UUID) -> Callable[[OutputDelta], None]:
         return output_to(self._runs, task_id)

@@ -3,7 +3,7 @@ service has, its tenant enabled and its caller may use), whether its tenant's an
 windows admit it, and storing it with its chain, in the queue or claimed by this instance."""
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -51,7 +51,7 @@ class Admission:
         queue: TaskQueue,
         limits: LimitStore,
         metrics: RunMetrics,
-        runtime: Callable[[], AgentRuntime],
+        runtime: AgentRuntime,
     ) -> None:
         self._queue = queue
         self._limits = limits
@@ -67,7 +67,7 @@ class Admission:
         """Refuses a task naming a model or tools this service does not have or its tenant
         did not enable, or more than its agent allows (`InvalidSubmission`), or tools its
         caller may not use (`ToolsNotPermitted`)."""
-        runtime = self._runtime()
+        runtime = self._runtime
         problems: list[FieldError] = []
         refused: list[FieldError] = []
         spec = agent.definition
@@ -137,7 +137,7 @@ class Admission:
             submission.model
             or agent.definition.model
             or policy.models.default_model
-            or self._runtime().settings.default_model
+            or self._runtime.settings.default_model
         )
 
     async def admit(self, tenant_id: str, policy: RunPolicy) -> list[Grant]:

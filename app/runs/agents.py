@@ -1,24 +1,31 @@
 """Agent definitions as the service runs them: a stored version's definition, the built-in
-default every tenant has, and how a task's `agent` reference (`name` or `name@N`) resolves."""
+default every tenant has, what a tenant's runs can use (the rules the agents' service stores
+definitions by), and how a task's `agent` reference (`name` or `name@N`) resolves."""
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.agents.spec import AgentSpec
 from app.chain import Budget
 from app.errors import OmniForgeError
+from app.governance.tenants import Tenant
+from app.resources.agents import DEFAULT_AGENT, AgentArchived, InvalidDefinition
+from app.resources.agents.store import AgentRepository
 from app.runs.models import AGENT_NAME_PATTERN, AGENT_REF_PATTERN, Metadata
-from app.storage.agents import AgentRepository
-from app.tools.schemas import size_problem
+from app.tools.builtin.llm import LLM_TOOL_NAME
+from app.tools.errors import FieldError
+from app.tools.registry import ToolRegistry
+from app.tools.schemas import schema_problem, size_problem
 from app.tools.subagents import is_sub_agent_ref, sub_agent_ref
+from app.tools.subagents import tool_name as sub_agent_tool_name
 
-DEFAULT_AGENT = "default"
-"""Every tenant's built-in agent: the ReAct agent with the service's defaults, version 1."""
+if TYPE_CHECKING:
+    from app.agents import AgentRuntime
 
 
 class SubAgentPolicy(BaseModel):
@@ -124,17 +131,6 @@ class UnknownAgent(OmniForgeError, LookupError):
         self.ref = ref
 
 
-class AgentArchived(OmniForgeError):
-    """New tasks cannot run an archived agent (its old tasks keep their version)."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(
-            f"agent {name!r} is archived: it runs no new tasks (its past tasks and versions "
-            "stay readable)"
-        )
-        self.name = name
-
-
 def parse_ref(ref: str) -> tuple[str, int | None]:
     match = re.fullmatch(AGENT_REF_PATTERN, ref)
     if match is None:
@@ -190,3 +186,97 @@ async def agent_version(
         record.id,
         record.archived,
     )
+
+
+def check_definition(
+    runtime: "AgentRuntime",
+    tenant: Tenant,
+    definition: AgentDefinition,
+    registry: ToolRegistry | None = None,
+    *,
+    name: str | None = None,
+) -> None:
+    """Refuses (`InvalidDefinition`) a definition naming what its tenant's runs could not use:
+    a model that is not configured or not approved, a tool that is not registered (in
+    `registry`, the tenant's tools; default the process's) or not enabled, a kind this process
+    does not have, or a `response_format` or `input_schema` that is not a JSON Schema this
+    service applies (or larger than `MAX_SCHEMA_BYTES`); or agent `name` as its own sub-agent
+    (a longer cycle, through other agents, is refused when a call would close it). Checking a
+    schema takes up to a few hundred milliseconds: call it in a worker thread."""
+    registry = registry or runtime.registry
+    problems: list[FieldError] = []
+    if definition.kind not in runtime.kinds:
+        known = ", ".join(runtime.kinds.names())
+        problems.append(FieldError("kind", f"unknown kind {definition.kind!r} ({known})"))
+    model = definition.model
+    if model is not None:
+        configured = runtime.gateway.model_names()
+        if model not in configured:
+            message = f"unknown model {model!r}; available: {', '.join(configured)}"
+            problems.append(FieldError("model", message))
+        elif not tenant.models.approves(model):
+            problems.append(FieldError("model", f"{model!r} is not approved for this tenant"))
+    enabled = tenant.enabled_tools
+    seen: set[str] = set()
+    for index, entry in enumerate(definition.tools or []):
+        field = f"tools.{index}"
+        if is_sub_agent_ref(entry):
+            tool = sub_agent_tool_name(entry)
+            if name is not None and tool == sub_agent_tool_name(f"agent:{name}"):
+                message = f"{entry!r} is this agent itself: an agent may not call itself"
+                problems.append(FieldError(field, message))
+            elif tool in seen:
+                problems.append(FieldError(field, f"{entry!r} is listed twice"))
+            seen.add(tool)
+            continue
+        if entry == LLM_TOOL_NAME or entry not in registry:
+            problems.append(FieldError(field, f"unknown tool {entry!r}"))
+        elif enabled is not None and entry not in enabled:
+            problems.append(FieldError(field, f"{entry!r} is not enabled for this tenant"))
+        elif entry in seen:
+            problems.append(FieldError(field, f"{entry!r} is listed twice"))
+        seen.add(entry)
+    for field, schema in (
+        ("response_format", definition.response_format),
+        ("input_schema", definition.input_schema),
+    ):
+        if schema is not None:
+            reason = size_problem(schema) or schema_problem(schema)
+            if reason is not None:
+                problems.append(FieldError(field, reason))
+    if problems:
+        raise InvalidDefinition("the definition names what this tenant cannot run", problems)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnableDefinitions:
+    """The rules the agents' service stores definitions by: a document is an
+    `AgentDefinition`, naming only what `runtime` can run for its tenant."""
+
+    runtime: "AgentRuntime"
+
+    def document(self, given: dict[str, Any]) -> dict[str, Any]:
+        try:
+            definition = AgentDefinition.model_validate(given)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        return definition_document(definition)
+
+    def check(
+        self,
+        tenant: Tenant,
+        document: dict[str, Any],
+        registry: ToolRegistry | None,
+        *,
+        name: str,
+    ) -> None:
+        definition = AgentDefinition.model_validate(document)
+        check_definition(self.runtime, tenant, definition, registry, name=name)
+
+
+def _invalid(exc: ValidationError) -> InvalidDefinition:
+    problems = [
+        FieldError(".".join(str(part) for part in error["loc"]), error["msg"])
+        for error in exc.errors()
+    ]
+    return InvalidDefinition("the definition is not valid; see `errors`", problems)

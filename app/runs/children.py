@@ -33,10 +33,10 @@ from app.chain import (
     format_usd,
 )
 from app.chain.models import DataLabel
+from app.resources.agents import AgentArchived
 from app.runs.active import ActiveRuns
 from app.runs.admission import Admission
 from app.runs.agents import (
-    AgentArchived,
     ResolvedAgent,
     UnknownAgent,
     resolve_agent,

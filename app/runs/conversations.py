@@ -11,7 +11,7 @@ from uuid import UUID
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.agents.history import turn_messages
-from app.storage.conversations import ConversationRepository
+from app.resources.conversations.store import ConversationRepository
 
 
 @dataclass(frozen=True, slots=True)

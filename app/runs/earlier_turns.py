@@ -3,8 +3,8 @@ of the turns before it, which that chain's first prompt repeats as the conversat
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from app.resources.conversations.store import ConversationRepository
 from app.security.visibility import ReaderView
-from app.storage.conversations import ConversationRepository
 from app.storage.records import TaskRecord
 from app.storage.tasks import TaskRepository
 

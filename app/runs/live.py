@@ -117,3 +117,14 @@ def output_to(runs: Mapping[UUID, LiveRun], task_id: UUID) -> Callable[[OutputDe
             live.stream_output(delta)
 
     return deliver
+
+
+class LiveRuns(dict[UUID, LiveRun]):
+    """The runs live in this process, by task id. Also the runtime's `CostRecorder`: a run's
+    cost records wait on it, to be written in the same transaction as the steps that follow
+    them; a record of a run not live here (it has just ended) is dropped."""
+
+    async def record_cost(self, record: CostRecord) -> None:
+        live = self.get(UUID(record.task_id))
+        if live is not None:
+            live.costs.append(record)

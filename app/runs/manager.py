@@ -39,6 +39,7 @@ from app.runs.children import DEFAULT_MAX_DEPTH, ChildRuns
 from app.runs.conversations import ConversationHistories
 from app.runs.feeds import StoredFeeds
 from app.runs.leases import LeaseKeeper
+from app.runs.live import LiveRuns
 from app.runs.metrics import RunMetrics
 from app.runs.models import Attachment, Origin, RunPolicy, TaskSubmission
 from app.runs.outage import StoreGate
@@ -51,7 +52,6 @@ from app.storage.idempotency import KeyClaim
 from app.storage.notify import APPROVALS, CANCEL, EVENTS, QUEUE
 from app.storage.records import TaskRecord
 from app.storage.runs import RunStores
-from app.tools.recording import CostRecord
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +68,11 @@ class SubmittedTask:
 
 
 class RunManager:
-    """The runs of this process, taken from the queue every instance shares. Also the
-    runtime's `CostRecorder`: a run's cost records are written in the same transaction as
-    the steps that follow them.
+    """The runs of this process, taken from the queue every instance shares, run by
+    `runtime`. `live` holds the runs live here and is the runtime's `CostRecorder` (a run's
+    cost records are written in the same transaction as the steps that follow them): build
+    the runtime with it. `loader` rebuilds what a task accepted by another instance (or
+    before a restart) starts from; without one such tasks cannot be resumed here.
 
     A submitted task is stored in the queue (`submitted`, no owner); any instance with room
     claims it (woken by a notice, never polling), runs it and records its events. A run whose
@@ -80,7 +82,10 @@ class RunManager:
     def __init__(
         self,
         stores: RunStores,
+        runtime: AgentRuntime,
         *,
+        live: LiveRuns | None = None,
+        loader: RunLoader | None = None,
         heartbeat_s: float = 10.0,
         audit_flush_s: float = 0.2,
         limits: LimitStore | None = None,
@@ -120,10 +125,10 @@ class RunManager:
             gate=self.gate,
         )
         me = self.leases.runner_id
-        self._runtime: AgentRuntime | None = None
+        self.runtime = runtime
         # Streams of runs another instance runs, read once for all their subscribers here.
         self.feeds = StoredFeeds(stores.streams, stores.queue, self.gate)
-        self._admission = Admission(stores.queue, self.limits, self.metrics, lambda: self.runtime)
+        self._admission = Admission(stores.queue, self.limits, self.metrics, runtime)
         self._active = ActiveRuns(
             stores.queue,
             stores.approvals,
@@ -132,9 +137,11 @@ class RunManager:
             self._waiters,
             me=me,
             ended=self._run_ended,
+            runs=live,
             tracer=tracer,
             live_here=self.feeds.live_here,
         )
+        self._active.know_tools(runtime.registry.list_tools())
         # Sub-agents' tasks run where their parents do; cancelling one goes the usual way.
         self._children = ChildRuns(
             stores.queue,
@@ -150,13 +157,14 @@ class RunManager:
             stores,
             self.limits,
             self._active,
-            lambda: self.runtime,
+            runtime,
             me=me,
             resume=resume,
             max_resumes=max_resumes,
             approval_timeout_s=approval_timeout_s,
             sub_agent_tools=self._children.tools,
             retry_later=lambda delay_s: self._queue.held_back(delay_s),
+            loader=loader,
         )
         self._queue = RunQueue(
             stores.queue,
@@ -230,21 +238,6 @@ class RunManager:
             return
         await self._starter.launch(task)
 
-    def attach(self, runtime: AgentRuntime) -> None:
-        """The runtime is built with this manager as its cost recorder, then attached."""
-        self._runtime = runtime
-        self._active.know_tools(runtime.registry.list_tools())
-
-    def use_loader(self, loader: RunLoader) -> None:
-        """What rebuilds the start of a task accepted elsewhere (or before a restart)."""
-        self._starter.use_loader(loader)
-
-    @property
-    def runtime(self) -> AgentRuntime:
-        if self._runtime is None:
-            raise RuntimeError("no agent runtime attached")
-        return self._runtime
-
     @property
     def tool_sensitive_fields(self) -> frozenset[str]:
         """Every registered tool's sensitive field names: redacted for restricted readers."""
@@ -269,9 +262,6 @@ class RunManager:
         """Returns once no run of the task is live here (ended, handed over, or suspended
         for approvals, its events stored)."""
         await self._active.left(task_id)
-
-    async def record_cost(self, record: CostRecord) -> None:
-        await self._active.record_cost(record)
 
     def validate(
         self, submission: TaskSubmission, policy: RunPolicy, agent: ResolvedAgent = BUILTIN_AGENT
@@ -364,8 +354,12 @@ class RunManager:
             self._queue.unreserve(task_id)
             await self._admission.give_back(grants)
             raise
-        if direct:
+        if direct and self.runtime.is_loaded:
             await self._queue.start_reserved(task)
+        elif direct:
+            # Just after start-up the runtime may still be loading LiteLLM (seconds): the
+            # submission is answered at once, and the run starts once it has loaded.
+            self._queue.start_reserved_soon(task)
         else:
             self._queue.queued()
         return SubmittedTask(task_id, task.chain_id, TaskState.SUBMITTED)

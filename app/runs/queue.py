@@ -93,6 +93,10 @@ class RunQueue:
         self._starting[task_id] = 1
         return True
 
+    def start_reserved_soon(self, task: TaskRecord) -> None:
+        """`start_reserved` in the background: what submitted it does not wait for it."""
+        self._background.spawn(self.start_reserved(task), f"launch-{task.id}")
+
     def unreserve(self, task_id: UUID) -> None:
         self._starting.pop(task_id, None)
 

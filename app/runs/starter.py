@@ -84,7 +84,7 @@ class RunStarter:
         stores: RunStores,
         limits: LimitStore,
         active: ActiveRuns,
-        runtime: Callable[[], AgentRuntime],
+        runtime: AgentRuntime,
         *,
         me: str,
         resume: bool = True,
@@ -92,6 +92,7 @@ class RunStarter:
         approval_timeout_s: float = 86_400.0,
         sub_agent_tools: SubAgentTools | None = None,
         retry_later: Callable[[float], None] = lambda _: None,
+        loader: "RunLoader | None" = None,
     ) -> None:
         self._stores = stores
         # Claims again once a task given back after a failure may be claimed.
@@ -104,15 +105,12 @@ class RunStarter:
         self._max_resumes = max_resumes
         self._approval_timeout_s = approval_timeout_s
         self._runtime = runtime
-        self._loader: RunLoader | None = None
+        # What rebuilds the start of a task accepted elsewhere (or before a restart).
+        self._loader = loader
         # What tasks accepted here are started from, should this instance claim them.
         self._accepted: dict[UUID, RunStart] = {}
         # Cancels asked of tasks being started here.
         self._cancels: set[UUID] = set()
-
-    def use_loader(self, loader: RunLoader) -> None:
-        """What rebuilds the start of a task accepted elsewhere (or before a restart)."""
-        self._loader = loader
 
     def accept(self, task_id: UUID, start: RunStart) -> None:
         """A task accepted here: should this instance claim it, it starts from `start`
@@ -203,7 +201,7 @@ class RunStarter:
         resumed: bool,
         recording: list[ReasoningStep] | None = None,
     ) -> None:
-        runtime = self._runtime()
+        runtime = self._runtime
         submission, policy, agent = start.submission, start.policy, start.agent
         tools = policy.tools
         registry = None if tools is None else tools.registry
@@ -319,7 +317,7 @@ class RunStarter:
         if chain.budget is not None or child:
             guards.append(BudgetGuard(chain))
         if policy.models.approved is not None:
-            gateway = self._runtime().gateway
+            gateway = self._runtime.gateway
             guards.append(
                 ModelPolicyGuard(
                     policy.models,

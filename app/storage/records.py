@@ -1,5 +1,7 @@
 """What the repositories hand back: plain typed records, no SQLAlchemy rows."""
 
+import ipaddress
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
@@ -294,3 +296,48 @@ class ApiKeyRecord(_Record):
 
     def usable_at(self, moment: datetime) -> bool:
         return self.revoked_at is None and (self.expires_at is None or moment < self.expires_at)
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkAllow:
+    """A tenant's network allow-lists as `tenants.network_allow` keeps them: its own entries
+    (`allow`, set by its admins: host names and public networks) and its platform allowance
+    (`platform_allow`, set by platform admins: anything, loopback and private ranges
+    included). A bare list is one stored before the two were told apart, unchecked: it counts
+    as the tenant's own, and only its host names apply until an admin sets it again."""
+
+    allow: tuple[str, ...] = ()
+    platform_allow: tuple[str, ...] = ()
+    unchecked: bool = False
+
+    @classmethod
+    def of(cls, document: Any) -> "NetworkAllow":
+        if isinstance(document, list):
+            return cls(tuple(map(str, document)), unchecked=True)
+        if isinstance(document, dict):
+            return cls(
+                tuple(map(str, document.get("allow") or ())),
+                tuple(map(str, document.get("platform_allow") or ())),
+            )
+        return cls()
+
+    def document(self) -> dict[str, list[str]] | None:
+        """What the column stores (None: nothing allowed)."""
+        if not self.allow and not self.platform_allow:
+            return None
+        return {"allow": list(self.allow), "platform_allow": list(self.platform_allow)}
+
+    @property
+    def effective(self) -> list[str]:
+        """The entries that apply: the tenant's (of an unchecked list, its host names) and
+        the platform's."""
+        own = [entry for entry in self.allow if not (self.unchecked and _numeric(entry))]
+        return [*own, *self.platform_allow]
+
+
+def _numeric(entry: str) -> bool:
+    try:
+        ipaddress.ip_network(entry.strip().strip("[]"), strict=False)
+    except ValueError:
+        return any(character.isdigit() for character in entry) and ":" in entry
+    return True

@@ -1,8 +1,6 @@
 """Tenants: the rows every other table's `tenant_id` names. Not tenant-scoped themselves:
 who may see which tenant is decided above, by the caller's roles."""
 
-import ipaddress
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +9,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.errors import OmniForgeError
-from app.storage.records import TenantRecord
+from app.storage.records import NetworkAllow, TenantRecord
 from app.storage.tables import tenants
 
 
@@ -75,51 +73,6 @@ class TenantRepository:
         record = await self.get(tenant_id)
         assert record is not None, "updated a tenant that does not exist"
         return record
-
-
-@dataclass(frozen=True, slots=True)
-class NetworkAllow:
-    """A tenant's network allow-lists as `tenants.network_allow` keeps them: its own entries
-    (`allow`, set by its admins: host names and public networks) and its platform allowance
-    (`platform_allow`, set by platform admins: anything, loopback and private ranges
-    included). A bare list is one stored before the two were told apart, unchecked: it counts
-    as the tenant's own, and only its host names apply until an admin sets it again."""
-
-    allow: tuple[str, ...] = ()
-    platform_allow: tuple[str, ...] = ()
-    unchecked: bool = False
-
-    @classmethod
-    def of(cls, document: Any) -> "NetworkAllow":
-        if isinstance(document, list):
-            return cls(tuple(map(str, document)), unchecked=True)
-        if isinstance(document, dict):
-            return cls(
-                tuple(map(str, document.get("allow") or ())),
-                tuple(map(str, document.get("platform_allow") or ())),
-            )
-        return cls()
-
-    def document(self) -> dict[str, list[str]] | None:
-        """What the column stores (None: nothing allowed)."""
-        if not self.allow and not self.platform_allow:
-            return None
-        return {"allow": list(self.allow), "platform_allow": list(self.platform_allow)}
-
-    @property
-    def effective(self) -> list[str]:
-        """The entries that apply: the tenant's (of an unchecked list, its host names) and
-        the platform's."""
-        own = [entry for entry in self.allow if not (self.unchecked and _numeric(entry))]
-        return [*own, *self.platform_allow]
-
-
-def _numeric(entry: str) -> bool:
-    try:
-        ipaddress.ip_network(entry.strip().strip("[]"), strict=False)
-    except ValueError:
-        return any(character.isdigit() for character in entry) and ":" in entry
-    return True
 
 
 async def network_allow(connection: AsyncConnection, tenant_id: str) -> list[str]:

@@ -15,8 +15,11 @@ from sqlalchemy import select
 
 from app.chain.models import utc_now
 from app.governance.api_keys import ApiKeys
-from app.security import AuthenticationFailed
+from app.governance.callers import Caller
+from app.resources.api_keys import ApiKeyService
+from app.security import AuthenticationFailed, Principal
 from app.security.api_keys import secret_digest
+from app.security.rbac import permissions_of
 from app.storage.tables import api_keys
 from tests.api.helpers import assert_problem, script_two_tool_task, stream, submit
 from tests.fakes.openai_server import FakeLLMServer, Reply
@@ -142,13 +145,18 @@ async def test_a_revoked_key_is_refused_at_once_and_listed_as_revoked(
 
 
 async def test_an_expired_key_is_refused(service: Service, tenant: str) -> None:
-    keys: ApiKeys = service.state.api_keys
+    of_tenant = await service.state.tenants.get(tenant)
+    assert of_tenant is not None
+    roles = frozenset(ADMIN["roles"])
+    root = Caller(
+        Principal(subject="root", tenant_id=tenant, roles=roles), of_tenant, permissions_of(roles)
+    )
+    keys = ApiKeyService(service.state.database, service.state.api_keys)
     record, secret = await keys.create(
-        tenant,
+        root,
+        of_tenant,
         name="old",
         roles=["viewer"],
-        creator_roles=["tenant_admin"],
-        by="root",
         expires_at=utc_now() - timedelta(seconds=1),
     )
     async with _with_key(service, secret) as client:

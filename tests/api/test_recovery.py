@@ -81,9 +81,12 @@ async def test_a_killed_server_leaves_its_streamed_steps_and_its_restart_resumes
     headers = {"Authorization": f"Bearer {token}"}
     streamed = []
     base_url = f"http://127.0.0.1:{port}"
+    # A fresh process loads LiteLLM after it is ready (seconds of CPU) and the run waits for
+    # it: the first event may be longer in coming than httpx's default 5 s.
+    timeout = httpx.Timeout(5.0, read=60.0)
     async with (
         server_process(env, port) as process,
-        httpx.AsyncClient(base_url=base_url, headers=headers) as c,
+        httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout) as c,
     ):
         task_id = (await submit(c))["task_id"]
         async with c.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:

@@ -5,7 +5,6 @@ a started scheduler sleeps until it is told of a change. Both databases, on a se
 their own whose own scheduler is off (its clock is the real one)."""
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,7 +15,6 @@ import httpx
 import pytest
 from sqlalchemy import update
 
-from app.api.schedules.firing import fire_schedule
 from app.resources.schedules import Scheduler, ScheduleRecord, ScheduleStore
 from app.storage import Database
 from app.storage.notify import SCHEDULES
@@ -59,7 +57,7 @@ def instances(service: Service, clock: Clock) -> tuple[list[Scheduler], list[Dat
     url = service.settings.database_url
     assert url is not None
     databases = [Database(url), Database(url)]
-    fire = functools.partial(fire_schedule, service.state)
+    fire = service.state.schedule_firings.fire
     return [Scheduler(ScheduleStore(db), fire, clock=clock) for db in databases], databases
 
 
@@ -273,7 +271,7 @@ async def test_a_started_scheduler_sleeps_until_told_of_a_new_schedule(
     fired: asyncio.Queue[UUID] = asyncio.Queue()
 
     async def fire(schedule: ScheduleRecord, at: datetime) -> UUID:
-        task_id = await fire_schedule(quiet.state, schedule, at)
+        task_id = await quiet.state.schedule_firings.fire(schedule, at)
         fired.put_nowait(task_id)
         return task_id
 

@@ -1,13 +1,11 @@
 """The console's schedules: a member makes a schedule in the form, sees when it fires next,
 opens the tasks its firing made (linked to their pages), pauses, resumes and deletes it."""
 
-import functools
 import re
 from datetime import datetime
 
 from playwright.async_api import Page, expect
 
-from app.api.schedules.firing import fire_schedule
 from app.resources.schedules import Scheduler, ScheduleStore
 from tests.browser.conftest import SCREENSHOTS, OfflinePage
 from tests.browser.console import WAIT_MS, api_json, console_url, create_key, sign_in
@@ -55,7 +53,7 @@ async def test_a_member_makes_a_schedule_sees_its_tasks_and_pauses_resumes_and_d
     first = datetime.fromisoformat(schedule["next_fire_at"])
     scheduler = Scheduler(
         ScheduleStore(service.state.database),
-        functools.partial(fire_schedule, service.state),
+        service.state.schedule_firings.fire,
         clock=lambda: first,
     )
     assert await scheduler.tick() >= 1

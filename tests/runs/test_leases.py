@@ -14,8 +14,10 @@ from uuid import UUID, uuid4
 import pytest
 from sqlalchemy import func, select, update
 
+from app.agents import AgentRuntime, RuntimeSettings
 from app.chain import TaskState
 from app.chain.models import utc_now
+from app.config import Settings
 from app.runs import RunManager
 from app.runs.leases import LeaseKeeper
 from app.storage import Database
@@ -214,7 +216,8 @@ async def test_a_failed_task_is_held_back_longer_each_time_and_a_released_runner
 
 
 async def test_a_stopped_server_gives_up_its_lease(stores: RunStores) -> None:
-    manager = RunManager(stores, heartbeat_s=3600)
+    runtime = AgentRuntime.build(RuntimeSettings.model_validate(Settings()))
+    manager = RunManager(stores, runtime, heartbeat_s=3600)
     await manager.start()
     assert manager.runner_id in {row.id for row in await stores.runners.all()}
     await manager.stop(grace_s=1)

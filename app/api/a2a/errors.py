@@ -27,7 +27,9 @@ from app.api.errors import (
     VALIDATION,
     problem_of,
 )
+from app.chain import ErrorCode
 from app.runs.errors import NotFound
+from app.runs.tasks.hops import Hops
 
 _BY_PROBLEM: dict[str, type[A2AError]] = {
     TASK_FINISHED.uri: TaskNotCancelableError,
@@ -67,3 +69,21 @@ def only_text(kinds: list[str]) -> ContentTypeNotSupportedError:
         "files through /api/v1/files)",
         {"supported": ["text/plain"]},
     )
+
+
+def refuse_looping(agent: str, hops: Hops, *, max_depth: int) -> None:
+    """Refuses a message whose task would be `agent`'s again above it, or too deep."""
+    if agent in hops.agents:
+        path = " -> ".join([*reversed(hops.agents), agent])
+        raise UnsupportedOperationError(
+            f"agent {agent!r} already works above this message, which came back through "
+            f"remote agents ({path}): an agent may not call itself, directly or through others",
+            {"error_code": ErrorCode.AGENT_CYCLE.value},
+        )
+    if hops.depth > max_depth:
+        raise UnsupportedOperationError(
+            f"agent {agent!r} would run at depth {hops.depth}, counted across the remote-agent "
+            f"calls that led here: this service nests agents at most {max_depth} deep "
+            "(OMNIFORGE_MAX_AGENT_DEPTH)",
+            {"error_code": ErrorCode.AGENT_DEPTH_EXCEEDED.value},
+        )

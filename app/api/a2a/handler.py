@@ -1,7 +1,7 @@
 """The A2A request handler over our tasks: the SDK's bindings parse each request and render
-each answer; every operation here is one of ours (`submit_task`, `find_task`,
-`cancel_task`, the task's stream), on behalf of the caller the route authenticated, on the
-agent its path names (`A2ACall`). Nothing is stored here: our tasks, streams and store are
+each answer; every operation here is one of ours (the task service's submit, find, cancel
+and stream), on behalf of the caller the route authenticated, on the agent its path names
+(`A2ACall`). Nothing is stored here: our tasks, streams and store are
 the truth."""
 
 import contextlib
@@ -27,29 +27,22 @@ from a2a.utils.task import apply_history_length, validate_history_length, valida
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
-from app.api.a2a.errors import a2a_error, only_text, task_not_found
+from app.api.a2a.errors import a2a_error, only_text, refuse_looping, task_not_found
 from app.api.a2a.events import StreamMapper
-from app.api.a2a.hops import TRAIL_KEY, hops_above, refuse_looping
 from app.api.a2a.mapping import OUR_STATES, a2a_task
-from app.api.conversations.router import create_conversation
-from app.api.conversations.schemas import ConversationCreate
+from app.api.conversations.router import conversation_service
+from app.api.sse import stream_position
 from app.api.state import AppState
-from app.api.tasks.service import (
-    cancel_task,
-    find_task,
-    open_stream,
-    stream_position,
-    submit_task,
-)
 from app.governance.callers import Caller
+from app.resources.agents import DEFAULT_AGENT
 from app.runs import TaskSubmission
-from app.runs.agents import DEFAULT_AGENT, ResolvedAgent
+from app.runs.agents import ResolvedAgent
 from app.runs.channel import StreamEvent, StreamItem
 from app.runs.streams import task_stream
-from app.storage.conversations import ConversationRepository
+from app.runs.tasks import TaskFilter
+from app.runs.tasks.hops import TRAIL_KEY, hops_above
 from app.storage.pagination import Cursor
 from app.storage.records import TaskRecord
-from app.storage.tasks import TaskFilter, TaskRepository
 from app.tools.a2a.extension import LAST_EVENT_ID_HEADER, trail_of
 
 logger = logging.getLogger(__name__)
@@ -75,7 +68,7 @@ class A2ACall:
     async def task(self, task_id: str) -> TaskRecord:
         """The caller's task of this agent; any other is not found."""
         try:
-            task = await find_task(self.state, self.caller, UUID(task_id))
+            task = await self.state.tasks.find(self.caller, UUID(task_id))
         except ValueError:
             raise task_not_found(task_id) from None
         if (task.agent_name or DEFAULT_AGENT) != self.agent.name:
@@ -139,11 +132,9 @@ class TaskHandler(RequestHandler):
         )
         with _as_a2a_errors():
             cursor = Cursor.decode(params.page_token) if params.page_token else None
-            async with call.state.database.read() as connection:
-                tenant_tasks = TaskRepository(connection, call.caller.tenant_id)
-                page, total = await tenant_tasks.counted_page(
-                    wanted, cursor=cursor, limit=page_size
-                )
+            page, total = await call.state.tasks.counted_page(
+                call.caller, wanted, cursor=cursor, limit=page_size
+            )
         return a2a.ListTasksResponse(
             tasks=[apply_history_length(a2a_task(task), params) for task in page.items],
             next_page_token=page.next_cursor or "",
@@ -159,7 +150,7 @@ class TaskHandler(RequestHandler):
         call = A2ACall.of(context)
         with _as_a2a_errors():
             task = await call.task(params.id)
-            cancelled = await cancel_task(call.state, call.caller, task.id)
+            cancelled = await call.state.tasks.cancel(call.caller, task.id)
         return a2a_task(cancelled)
 
     async def on_message_send(
@@ -189,7 +180,7 @@ class TaskHandler(RequestHandler):
                     mapper.feed(item)
                     if mapper.paused:
                         break
-            task = await find_task(call.state, call.caller, task.id)
+            task = await call.state.tasks.find(call.caller, task.id)
         done = a2a_task(task, state=mapper.state, message=mapper.message)
         return apply_history_length(done, params.configuration)
 
@@ -297,30 +288,27 @@ async def _start(call: A2ACall, message: a2a.Message) -> TaskRecord:
             "the message cannot be a task; see `errors`", {"errors": errors}
         ) from exc
     if conversation_id is not None:
-        submitted = await submit_task(call.state, call.caller, submission)
-        return await find_task(call.state, call.caller, submitted.task_id)
-    started = await create_conversation(
-        ConversationCreate(agent=call.agent.name), call.caller, call.state
-    )
+        submitted = await call.state.tasks.submit(call.caller, submission)
+        return await call.state.tasks.find(call.caller, submitted.task_id)
+    conversations = conversation_service(call.state)
+    started = await conversations.start(call.caller, agent=call.agent.name, metadata={})
     try:
         submission = submission.model_copy(update={"conversation_id": started.id})
-        submitted = await submit_task(call.state, call.caller, submission)
+        submitted = await call.state.tasks.submit(call.caller, submission)
     except Exception:
         # Refused (a rate limit, a budget, a drain…): the context it would have begun
         # never began. The refusal is what the caller hears, whatever becomes of this.
         try:
-            async with call.state.database.transaction() as connection:
-                tenant_conversations = ConversationRepository(connection, call.caller.tenant_id)
-                await tenant_conversations.discard_unused(started.id)
+            await conversations.discard_unused(call.caller, started.id)
         except Exception:
             logger.exception("could not delete conversation %s of a refused task", started.id)
         raise
-    return await find_task(call.state, call.caller, submitted.task_id)
+    return await call.state.tasks.find(call.caller, submitted.task_id)
 
 
 async def _checked_trail(call: A2ACall, message: a2a.Message) -> list[str]:
     """The hop trail the message came with, once it is known not to loop back into an
-    agent already working on it, nor too deep (see `app.api.a2a.hops`)."""
+    agent already working on it, nor too deep (see `app.runs.tasks.hops`)."""
     trail = trail_of(MessageToDict(message.metadata))
     if not trail:
         return []
@@ -336,7 +324,7 @@ async def _follow(call: A2ACall, task: TaskRecord, *, after: int) -> AsyncIterat
     stream (read from its start, so each event is what it was the first time); ends with
     the task, or once it waits for a human."""
     mapper = StreamMapper(task)
-    events = await open_stream(call.state, call.caller, task, after=0, sub_agents=False)
+    events = await call.state.tasks.stream(call.caller, task, after=0, sub_agents=False)
     async with contextlib.aclosing(_stored_events(events)) as stored:
         async for item in stored:
             event = mapper.feed(item)

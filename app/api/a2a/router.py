@@ -32,7 +32,8 @@ from app.api.deps import State
 from app.api.inputs import CheckedRoute, check_inputs
 from app.api.state import AppState
 from app.governance.callers import Caller
-from app.runs.agents import AgentArchived, ResolvedAgent, UnknownAgent, resolve_agent
+from app.resources.agents import AgentArchived
+from app.runs.agents import ResolvedAgent, UnknownAgent, resolve_agent
 from app.runs.errors import Forbidden, NotFound
 from app.security.rbac import Permission
 

@@ -1,26 +1,29 @@
 """/api/v1/agents: the agent definitions of the caller's tenant and their versions."""
 
+import re
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Response, status
 
 from app.api.access import RequireAgentConfigure, RequireTaskRead
 from app.api.agents.schemas import AgentCreate, AgentOut, AgentPage, AgentUpdate
-from app.api.agents.service import (
-    MAX_VERSION,
-    archive_agent,
-    create_agent,
-    list_agents,
-    list_versions,
-    read_agent,
-    update_agent,
-)
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
-from app.storage.pagination import MAX_PAGE_SIZE
+from app.api.query import decode_int_cursor, decode_key_cursor
+from app.resources.agents import FROM_START, MAX_VERSION, AgentService
+from app.runs.agents import RunnableDefinitions
+from app.runs.models import AGENT_NAME_PATTERN
+from app.storage.pagination import MAX_PAGE_SIZE, InvalidCursor
 
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"], route_class=CheckedRoute)
+
+
+def agent_service(state: State) -> AgentService:
+    return AgentService(state.database, RunnableDefinitions(state.runtime), state.toolbox)
+
+
+Agents = Annotated[AgentService, Depends(agent_service)]
 
 Version = Annotated[int, Path(ge=1, le=MAX_VERSION, description="A version number, from 1.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
@@ -32,31 +35,32 @@ Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]
     summary="Define an agent",
     responses=problems(401, 403, 409, 422),
 )
-async def post_agent(body: AgentCreate, caller: RequireAgentConfigure, state: State) -> AgentOut:
+async def post_agent(body: AgentCreate, caller: RequireAgentConfigure, agents: Agents) -> AgentOut:
     """Creates the agent at version 1. Its name is unique in the tenant, archived agents'
     included (409 `agent-exists`; `default` is the built-in agent's). A model that is not
     configured or not approved for the tenant, a tool that is not registered or not enabled
     for it, an unknown `kind` or a `response_format` that is not a JSON Schema are refused
     with 422 naming the field. Audited (`agent.create`)."""
-    return await create_agent(state, caller, body)
+    return AgentOut.of(await agents.create(caller, body.name, body.fields()))
 
 
 @router.get("", summary="List agents", responses=problems(401, 403, 422))
 async def get_agents(
     caller: RequireTaskRead,
-    state: State,
+    agents: Agents,
     archived: Annotated[bool, Query(description="Include archived agents.")] = False,
     cursor: str | None = None,
     limit: Limit = 50,
 ) -> AgentPage:
     """Newest versions, by name; the built-in `default` agent comes first on the first page."""
-    return await list_agents(state, caller, cursor=cursor, limit=limit, archived=archived)
+    after = _name_after(cursor) if cursor else None
+    return AgentPage.of(await agents.page(caller, after=after, limit=limit, archived=archived))
 
 
 @router.get("/{name}", summary="Read an agent", responses=problems(401, 403, 404, 422))
-async def get_agent(name: str, caller: RequireTaskRead, state: State) -> AgentOut:
+async def get_agent(name: str, caller: RequireTaskRead, agents: Agents) -> AgentOut:
     """Its newest version, archived or not."""
-    return await read_agent(state, caller, name)
+    return AgentOut.of(await agents.get(caller, name))
 
 
 @router.patch(
@@ -65,7 +69,7 @@ async def get_agent(name: str, caller: RequireTaskRead, state: State) -> AgentOu
     responses=problems(401, 403, 404, 409, 422),
 )
 async def patch_agent(
-    name: str, body: AgentUpdate, caller: RequireAgentConfigure, state: State
+    name: str, body: AgentUpdate, caller: RequireAgentConfigure, agents: Agents
 ) -> AgentOut:
     """Creates version n+1 from the newest version with the fields given (`null` resets one to
     its default), checked as on create, and answers it. Tasks naming the agent run it from
@@ -73,7 +77,7 @@ async def patch_agent(
     as it is creates no version and answers the newest one. An archived agent cannot change
     (409 `agent-archived`), nor can the built-in `default` (409 `agent-builtin`). Audited
     (`agent.update`, with the changed fields before and after)."""
-    return await update_agent(state, caller, name, body)
+    return AgentOut.of(await agents.update(caller, name, body.applied_to))
 
 
 @router.delete(
@@ -82,11 +86,11 @@ async def patch_agent(
     summary="Archive an agent",
     responses=problems(401, 403, 404, 409, 422),
 )
-async def delete_agent(name: str, caller: RequireAgentConfigure, state: State) -> Response:
+async def delete_agent(name: str, caller: RequireAgentConfigure, agents: Agents) -> Response:
     """New tasks naming it are refused with 409 `agent-archived`; its past tasks and versions
     stay readable, and its name stays taken. Archiving an archived agent changes nothing. The
     built-in `default` cannot be archived (409 `agent-builtin`). Audited (`agent.archive`)."""
-    await archive_agent(state, caller, name)
+    await agents.archive(caller, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -98,12 +102,13 @@ async def delete_agent(name: str, caller: RequireAgentConfigure, state: State) -
 async def get_versions(
     name: str,
     caller: RequireTaskRead,
-    state: State,
+    agents: Agents,
     cursor: str | None = None,
     limit: Limit = 50,
 ) -> AgentPage:
     """Newest first."""
-    return await list_versions(state, caller, name, cursor=cursor, limit=limit)
+    after = decode_int_cursor(cursor) if cursor else None
+    return AgentPage.of(await agents.versions(caller, name, after=after, limit=limit))
 
 
 @router.get(
@@ -112,6 +117,14 @@ async def get_versions(
     responses=problems(401, 403, 404, 422),
 )
 async def get_version(
-    name: str, version: Version, caller: RequireTaskRead, state: State
+    name: str, version: Version, caller: RequireTaskRead, agents: Agents
 ) -> AgentOut:
-    return await read_agent(state, caller, name, version)
+    return AgentOut.of(await agents.get(caller, name, version))
+
+
+def _name_after(cursor: str) -> str:
+    """The name a page's cursor starts after (`FROM_START`: before every name)."""
+    name = decode_key_cursor(cursor)
+    if name != FROM_START and re.fullmatch(AGENT_NAME_PATTERN, name) is None:
+        raise InvalidCursor("the cursor is not one this service issued")
+    return name

@@ -6,10 +6,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.agents.spec import AgentApprovals, OnLimit, ToolEntry
+from app.api.query import encode_key_cursor
 from app.chain import Budget
-from app.runs.agents import AgentDefinition, SubAgentPolicy
+from app.resources.agents import DEFAULT_AGENT, AgentListing, AgentVersion, BuiltinVersion
+from app.runs.agents import BUILTIN_DEFINITION, AgentDefinition, SubAgentPolicy
 from app.runs.models import AgentName, Metadata
-from app.storage.records import AgentRecord
 
 AgentStatus = Literal["active", "archived"]
 
@@ -35,7 +36,11 @@ class AgentCreate(AgentDefinition):
     name: AgentName
 
     def definition(self) -> AgentDefinition:
-        return AgentDefinition.model_validate(self.model_dump(exclude={"name"}))
+        return AgentDefinition.model_validate(self.fields())
+
+    def fields(self) -> dict[str, Any]:
+        """Its definition's fields, without its name."""
+        return self.model_dump(exclude={"name"})
 
 
 class AgentUpdate(BaseModel):
@@ -97,7 +102,9 @@ class AgentOut(AgentDefinition):
     archived_at: datetime | None = None
 
     @classmethod
-    def of(cls, record: AgentRecord) -> "AgentOut":
+    def of(cls, record: AgentVersion) -> "AgentOut":
+        if isinstance(record, BuiltinVersion):
+            return cls.builtin_of(since=record.since)
         return cls.model_validate(
             {
                 **record.definition,
@@ -114,12 +121,12 @@ class AgentOut(AgentDefinition):
         )
 
     @classmethod
-    def builtin_of(cls, definition: AgentDefinition, *, name: str, since: datetime) -> "AgentOut":
+    def builtin_of(cls, *, since: datetime) -> "AgentOut":
         """The built-in agent, which exists since its tenant does."""
         return cls.model_validate(
             {
-                **definition.model_dump(),
-                "name": name,
+                **BUILTIN_DEFINITION.model_dump(),
+                "name": DEFAULT_AGENT,
                 "version": 1,
                 "latest_version": 1,
                 "status": "active",
@@ -135,3 +142,11 @@ class AgentOut(AgentDefinition):
 class AgentPage(BaseModel):
     items: list[AgentOut]
     next_cursor: str | None
+
+    @classmethod
+    def of(cls, listing: AgentListing[str] | AgentListing[int]) -> "AgentPage":
+        after = listing.after
+        return cls(
+            items=[AgentOut.of(item) for item in listing.items],
+            next_cursor=None if after is None else encode_key_cursor(after),
+        )

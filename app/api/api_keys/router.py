@@ -3,19 +3,24 @@
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 
 from app.api.access import RequireApiKeyConfigure
 from app.api.api_keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, ApiKeyPage
 from app.api.deps import State
-from app.api.errors import FORBIDDEN, ApiError, FieldProblem, problems
+from app.api.errors import problems
 from app.api.inputs import CheckedRoute
-from app.governance.api_keys import RolesExceedCreator
-from app.runs.errors import NotFound
-from app.storage.api_keys import ApiKeyRepository
+from app.resources.api_keys import ApiKeyService
 from app.storage.pagination import MAX_PAGE_SIZE, Cursor
 
 router = APIRouter(prefix="/api/v1/api-keys", tags=["api-keys"], route_class=CheckedRoute)
+
+
+def _api_keys(state: State) -> ApiKeyService:
+    return ApiKeyService(state.database, state.api_keys)
+
+
+TenantApiKeys = Annotated[ApiKeyService, Depends(_api_keys)]
 
 
 @router.post(
@@ -25,55 +30,48 @@ router = APIRouter(prefix="/api/v1/api-keys", tags=["api-keys"], route_class=Che
     responses=problems(401, 403, 422),
 )
 async def create_api_key(
-    body: ApiKeyCreate, caller: RequireApiKeyConfigure, state: State
+    body: ApiKeyCreate, caller: RequireApiKeyConfigure, api_keys: TenantApiKeys
 ) -> ApiKeyCreated:
     """A key of the caller's tenant with the roles given (together at most the permissions
     of the caller's own roles: 403 otherwise). The answer holds the secret (`omf_…`), shown
     this once. Use it as `Authorization: Bearer omf_…` wherever a token works; the audit log
     names it `api-key:<prefix>`. Audited (`api_key.create`)."""
-    try:
-        record, secret = await state.api_keys.create(
-            caller.tenant_id,
-            name=body.name,
-            roles=[role.value for role in body.roles],
-            creator_roles=sorted(caller.roles),
-            by=caller.subject,
-            expires_at=body.expires_at,
-            quotas=body.quotas,
-        )
-    except RolesExceedCreator as exc:
-        field = FieldProblem(field="body.roles", message=str(exc))
-        raise ApiError(FORBIDDEN, str(exc), errors=[field]) from exc
+    record, secret = await api_keys.create(
+        caller,
+        caller.tenant,
+        name=body.name,
+        roles=[role.value for role in body.roles],
+        expires_at=body.expires_at,
+        quotas=body.quotas,
+    )
     return ApiKeyCreated(**ApiKeyOut.of(record).model_dump(), secret=secret)
 
 
 @router.get("", summary="List API keys", responses=problems(401, 403, 422))
 async def list_api_keys(
     caller: RequireApiKeyConfigure,
-    state: State,
+    api_keys: TenantApiKeys,
     include_revoked: bool = False,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> ApiKeyPage:
     """The tenant's keys, newest first: prefix, roles, creator, last use; never secrets."""
-    async with state.database.read() as connection:
-        page = await ApiKeyRepository(connection, caller.tenant_id).page(
-            cursor=Cursor.decode(cursor) if cursor else None,
-            limit=limit,
-            include_revoked=include_revoked,
-        )
+    page = await api_keys.page(
+        caller.tenant,
+        cursor=Cursor.decode(cursor) if cursor else None,
+        limit=limit,
+        include_revoked=include_revoked,
+    )
     return ApiKeyPage(
         items=[ApiKeyOut.of(item) for item in page.items], next_cursor=page.next_cursor
     )
 
 
 @router.get("/{key_id}", summary="Read an API key", responses=problems(401, 403, 404, 422))
-async def get_api_key(key_id: UUID, caller: RequireApiKeyConfigure, state: State) -> ApiKeyOut:
-    async with state.database.read() as connection:
-        record = await ApiKeyRepository(connection, caller.tenant_id).get(key_id)
-    if record is None:
-        raise NotFound("API key", key_id)
-    return ApiKeyOut.of(record)
+async def get_api_key(
+    key_id: UUID, caller: RequireApiKeyConfigure, api_keys: TenantApiKeys
+) -> ApiKeyOut:
+    return ApiKeyOut.of(await api_keys.get(caller.tenant, key_id))
 
 
 @router.delete(
@@ -82,11 +80,11 @@ async def get_api_key(key_id: UUID, caller: RequireApiKeyConfigure, state: State
     summary="Revoke an API key",
     responses=problems(401, 403, 404, 422),
 )
-async def revoke_api_key(key_id: UUID, caller: RequireApiKeyConfigure, state: State) -> Response:
+async def revoke_api_key(
+    key_id: UUID, caller: RequireApiKeyConfigure, api_keys: TenantApiKeys
+) -> Response:
     """Refused from now on by this instance, by the others within `OMNIFORGE_API_KEY_CACHE_S`
     (5 s by default). The key stays listed (`include_revoked=true`) as revoked. Audited
     (`api_key.revoke`); revoking a revoked key changes nothing."""
-    record = await state.api_keys.revoke(caller.tenant_id, key_id, by=caller.subject)
-    if record is None:
-        raise NotFound("API key", key_id)
+    await api_keys.revoke(caller, caller.tenant, key_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -95,20 +95,7 @@ class ApiKeyOut(BaseModel):
             status = "revoked"
         elif not record.usable_at(utc_now()):
             status = "expired"
-        return cls(
-            id=record.id,
-            name=record.name,
-            prefix=record.prefix,
-            roles=record.roles,
-            quotas=None if record.quotas is None else TenantQuotas.model_validate(record.quotas),
-            status=status,
-            created_by=record.created_by,
-            created_at=record.created_at,
-            expires_at=record.expires_at,
-            last_used_at=record.last_used_at,
-            revoked_at=record.revoked_at,
-            revoked_by=record.revoked_by,
-        )
+        return cls.model_validate({**record.model_dump(), "status": status})
 
 
 class ApiKeyCreated(ApiKeyOut):

@@ -6,7 +6,7 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.storage.approvals import ApprovalRecord
+from app.runs.approval_inbox import ShownApproval
 from app.tools.approvals import ApprovalStatus
 
 
@@ -17,7 +17,7 @@ class ApprovalOut(BaseModel):
     task_id: UUID
     chain_id: UUID
     step_id: UUID = Field(description="The call's `tool_call` step.")
-    tool: str
+    tool: str = Field(validation_alias="tool_name")
     tool_type: str
     arguments: dict[str, Any] | None = Field(
         description="The arguments the model gave, as the reader may see them (sensitive "
@@ -39,29 +39,11 @@ class ApprovalOut(BaseModel):
     decided_at: datetime | None
 
     @classmethod
-    def of(
-        cls,
-        record: ApprovalRecord,
-        arguments: dict[str, Any] | None,
-        decided_arguments: dict[str, Any] | None,
-    ) -> "ApprovalOut":
-        return cls(
-            id=record.id,
-            task_id=record.task_id,
-            chain_id=record.chain_id,
-            step_id=record.step_id,
-            tool=record.tool_name,
-            tool_type=record.tool_type,
-            arguments=arguments,
-            input_schema=record.input_schema,
-            note=record.note,
-            status=ApprovalStatus(record.status),
-            decided_by=record.decided_by,
-            reason=record.reason,
-            decided_arguments=decided_arguments,
-            created_at=record.created_at,
-            expires_at=record.expires_at,
-            decided_at=record.decided_at,
+    def of(cls, shown: ShownApproval) -> "ApprovalOut":
+        # The arguments as the reader may see them, never the record's own.
+        record = shown.record.model_dump(exclude={"arguments", "decided_arguments"})
+        return cls.model_validate(
+            {**record, "arguments": shown.arguments, "decided_arguments": shown.decided_arguments}
         )
 
 

@@ -3,25 +3,38 @@
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 
 from app.api.access import RequireChainExport, RequireChainRead
-from app.api.chains.schemas import ChainOut, ChainPage, ChainSummary, StepPage
-from app.api.chains.service import chain_document, step_page
+from app.api.chains.schemas import (
+    ChainOut,
+    ChainPage,
+    ChainSummary,
+    StepPage,
+    chain_json,
+    steps_json,
+)
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.query import Moment, aware
-from app.api.tasks.service import MAX_SEQ
+from app.api.sse import MAX_SEQ
 from app.chain import ChainStatus
 from app.governance.audit import AuditAction
-from app.storage.chains import ChainRepository
-from app.storage.pagination import MAX_PAGE_SIZE, Cursor
+from app.runs.chains import ChainService
+from app.storage.pagination import MAX_PAGE_SIZE
 
 router = APIRouter(prefix="/api/v1", tags=["chains"], route_class=CheckedRoute)
 
 MAX_STEPS_PAGE = 1000
 _JSON = "application/json"
+
+
+def _chains(state: State) -> ChainService:
+    return ChainService(state.database, state.runs)
+
+
+Chains = Annotated[ChainService, Depends(_chains)]
 
 
 @router.get(
@@ -30,9 +43,9 @@ _JSON = "application/json"
     response_model=ChainOut,
     responses=problems(401, 403, 404, 422),
 )
-async def get_task_chain(task_id: UUID, caller: RequireChainRead, state: State) -> Response:
+async def get_task_chain(task_id: UUID, caller: RequireChainRead, chains: Chains) -> Response:
     """The chain as the caller may see it (see the chain route)."""
-    return Response(await chain_document(state, caller, task_id=task_id), media_type=_JSON)
+    return Response(chain_json(await chains.read(caller, task_id=task_id)), media_type=_JSON)
 
 
 @router.get(
@@ -41,12 +54,12 @@ async def get_task_chain(task_id: UUID, caller: RequireChainRead, state: State) 
     response_model=ChainOut,
     responses=problems(401, 403, 404, 422),
 )
-async def get_chain(chain_id: UUID, caller: RequireChainRead, state: State) -> Response:
+async def get_chain(chain_id: UUID, caller: RequireChainRead, chains: Chains) -> Response:
     """Every step in order, readable while the chain runs, as the caller may see it: without
     `chain:read_full`, `summary` steps carry only their summary, `hidden` steps are left out
     (step numbers then skip) and sensitive fields read `[REDACTED]`. Metrics are the true
     totals. Every read is audited."""
-    return Response(await chain_document(state, caller, chain_id=chain_id), media_type=_JSON)
+    return Response(chain_json(await chains.read(caller, chain_id=chain_id)), media_type=_JSON)
 
 
 @router.get(
@@ -55,10 +68,11 @@ async def get_chain(chain_id: UUID, caller: RequireChainRead, state: State) -> R
     response_model=ChainOut,
     responses=problems(401, 403, 404, 422),
 )
-async def export_chain(chain_id: UUID, caller: RequireChainExport, state: State) -> Response:
+async def export_chain(chain_id: UUID, caller: RequireChainExport, chains: Chains) -> Response:
     """The chain as a JSON file to download, filtered like the chain route for the caller;
     audited as `chain.export`."""
-    body = await chain_document(state, caller, chain_id=chain_id, action=AuditAction.CHAIN_EXPORT)
+    read = await chains.read(caller, chain_id=chain_id, action=AuditAction.CHAIN_EXPORT)
+    body = chain_json(read)
     disposition = f'attachment; filename="chain-{chain_id}.json"'
     return Response(body, media_type=_JSON, headers={"Content-Disposition": disposition})
 
@@ -72,14 +86,14 @@ async def export_chain(chain_id: UUID, caller: RequireChainExport, state: State)
 async def get_chain_steps(
     chain_id: UUID,
     caller: RequireChainRead,
-    state: State,
+    chains: Chains,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Steps after this step number.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_STEPS_PAGE)] = 100,
 ) -> Response:
     """Steps `after + 1 … after + limit`, filtered like the chain route (a page may hold
     fewer when some are hidden); `next_after` continues."""
-    body = await step_page(state, caller, chain_id, after=after, limit=limit)
-    return Response(body, media_type=_JSON)
+    read = await chains.steps(caller, chain_id, after=after, limit=limit)
+    return Response(steps_json(read), media_type=_JSON)
 
 
 @router.get(
@@ -91,6 +105,7 @@ async def list_tenant_chains(
     tenant_id: str,
     caller: RequireChainRead,
     state: State,
+    chains: Chains,
     status: ChainStatus | None = None,
     agent: Annotated[
         str | None,
@@ -107,15 +122,15 @@ async def list_tenant_chains(
     """Newest first; `from` (inclusive) and `to` (exclusive) bound the start time. A platform
     admin may name any tenant."""
     tenant = await caller.scope(state.tenants, tenant_id)  # before taking a connection
-    async with state.database.read() as connection:
-        page = await ChainRepository(connection, tenant.id).page(
-            status=status,
-            agent_id=agent,
-            started_from=aware(started_from),
-            started_to=aware(started_to),
-            cursor=Cursor.decode(cursor) if cursor else None,
-            limit=limit,
-        )
+    page = await chains.page(
+        tenant,
+        status=status,
+        agent=agent,
+        started_from=aware(started_from),
+        started_to=aware(started_to),
+        cursor=cursor,
+        limit=limit,
+    )
     return ChainPage(
         items=[ChainSummary.of(chain) for chain in page.items], next_cursor=page.next_cursor
     )

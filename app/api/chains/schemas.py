@@ -7,6 +7,7 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 from app.chain import ChainMetrics, ChainStatus, ErrorCode, ReasoningStep
+from app.runs.chains import ChainRead, StepsRead
 from app.security.visibility import StepSummary
 from app.storage.records import ChainRecord
 
@@ -48,7 +49,7 @@ class ChainOut(ChainSummary):
 
 
 class ChainDocument(ChainSummary):
-    """A chain's envelope as served with its stored steps spliced in (`with_steps`)."""
+    """A chain's envelope as served with its stored steps spliced in (`chain_json`)."""
 
     child_chain_ids: list[UUID]
 
@@ -63,9 +64,14 @@ class ChainPage(BaseModel):
     next_cursor: str | None
 
 
-def with_steps(envelope: BaseModel, key: str, documents: list[str], tail: str = "") -> bytes:
-    """`envelope` rendered as JSON with `key` set to the stored step documents."""
-    head = envelope.model_dump_json()
-    if head == "{}":
-        return f'{{"{key}":[{",".join(documents)}]{tail}}}'.encode()
-    return f'{head[:-1]},"{key}":[{",".join(documents)}]{tail}}}'.encode()
+def chain_json(read: ChainRead) -> bytes:
+    """A chain as `ChainOut` in JSON, its step documents spliced in."""
+    summary = ChainSummary.of(read.chain).model_dump()
+    head = ChainDocument(**summary, child_chain_ids=read.child_ids).model_dump_json()
+    return f'{head[:-1]},"steps":[{",".join(read.steps)}]}}'.encode()
+
+
+def steps_json(read: StepsRead) -> bytes:
+    """A page of steps as `StepPage` in JSON, its step documents spliced in."""
+    next_after = "null" if read.next_after is None else read.next_after
+    return f'{{"items":[{",".join(read.steps)}],"next_after":{next_after}}}'.encode()

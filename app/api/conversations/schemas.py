@@ -5,7 +5,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from app.api.tasks.schemas import stream_url
 from app.chain import ChainMetrics, ErrorCode, TaskState
@@ -47,30 +47,27 @@ class Totals(BaseModel):
 
 
 class ConversationOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True, populate_by_name=True)
+
     id: UUID
-    agent: str = Field(description="`name` (newest version at each turn) or `name@N`.")
+    agent: str = Field(
+        validation_alias="agent_ref",
+        description="`name` (newest version at each turn) or `name@N`.",
+    )
     user_id: str
     metadata: dict[str, Any]
     file_ids: list[UUID] = Field(
         description="The files its next turn may read: those it started with and those its "
         "turns were given (a deleted file drops out at the next turn)."
     )
-    turn_count: int
+    # Its own name first: a detail's `turns` are the turns themselves.
+    turn_count: int = Field(validation_alias=AliasChoices("turn_count", "turns"))
     created_at: datetime
     updated_at: datetime
 
     @classmethod
     def of(cls, record: ConversationRecord) -> "ConversationOut":
-        return cls(
-            id=record.id,
-            agent=record.agent_ref,
-            user_id=record.user_id,
-            metadata=record.metadata,
-            file_ids=record.file_ids,
-            turn_count=record.turns,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-        )
+        return cls.model_validate(record)
 
 
 class TurnOut(BaseModel):

@@ -5,7 +5,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import JSONResponse, Response
 
 from app.api.access import AnyCaller, RequireCostView
@@ -26,10 +26,7 @@ from app.api.deps import State
 from app.api.errors import VALIDATION, ApiError, FieldProblem, problems
 from app.api.inputs import CheckedRoute
 from app.api.query import Day, Moment, aware
-from app.api.tasks.service import find_task
-from app.runs.errors import Forbidden
-from app.security.rbac import Permission
-from app.storage.costs import CostOrder, CostRepository, GroupBy, Totals, sum_records
+from app.governance.costs import CostOrder, CostReports, GroupBy
 
 router = APIRouter(tags=["costs"], route_class=CheckedRoute)
 
@@ -37,6 +34,13 @@ CSV = "text/csv"
 MAX_SPAN = timedelta(days=366)
 DEFAULT_SPAN = timedelta(days=30)
 _CSV_DOC = {"description": "The same figures as CSV", "content": {CSV: {}}}
+
+
+def _reports(state: State) -> CostReports:
+    return CostReports(state.database)
+
+
+Reports = Annotated[CostReports, Depends(_reports)]
 
 
 def _wants_csv(accept: str | None) -> bool:
@@ -93,6 +97,7 @@ async def get_costs(
     tenant_id: str,
     caller: RequireCostView,
     state: State,
+    reports: Reports,
     since: Annotated[Moment | None, Query(alias="from", description="Inclusive, UTC.")] = None,
     until: Annotated[Moment | None, Query(alias="to", description="Exclusive, UTC.")] = None,
     group_by: GroupBy | None = None,
@@ -114,17 +119,18 @@ async def get_costs(
     tenant = await caller.scope(state.tenants, tenant_id)
     start, end = _period(since, until)
     _check_split(group_by, split_by)
-    async with state.database.read() as connection:
-        groups, totals, truncated = await CostRepository(connection, tenant.id).grouped(
-            since=start,
-            until=end,
-            group_by=group_by,
-            split_by=split_by,
-            order=order,
-            limit=limit,
-        )
+    costs = await reports.grouped(
+        tenant,
+        since=start,
+        until=end,
+        group_by=group_by,
+        split_by=split_by,
+        order=order,
+        limit=limit,
+    )
     items = [
-        CostGroup(key=g.key, split=g.split, **Figures.of(g.totals).model_dump()) for g in groups
+        CostGroup(key=g.key, split=g.split, **Figures.of(g.totals).model_dump())
+        for g in costs.groups
     ]
     report = CostReport(
         from_=start,
@@ -133,8 +139,8 @@ async def get_costs(
         split_by=split_by,
         order=order,
         groups=items,
-        totals=Figures.of(totals),
-        truncated=truncated,
+        totals=Figures.of(costs.totals),
+        truncated=costs.truncated,
     )
     if _wants_csv(accept):
         columns = [group_by or "key", *([split_by] if split_by else []), *FIGURES]
@@ -156,6 +162,7 @@ async def get_usage(
     tenant_id: str,
     caller: RequireCostView,
     state: State,
+    reports: Reports,
     since: Annotated[Day | None, Query(alias="from", description="Inclusive UTC day.")] = None,
     until: Annotated[Day | None, Query(alias="to", description="Exclusive UTC day.")] = None,
     accept: Annotated[str | None, Header()] = None,
@@ -166,23 +173,16 @@ async def get_usage(
     end = until or datetime.now(UTC).date() + timedelta(days=1)
     start = since or end - DEFAULT_SPAN
     _check_span(start, end, MAX_SPAN)
-    async with state.database.read() as connection:
-        rows = await CostRepository(connection, tenant.id).usage(since=start, until=end)
-    per_model: dict[str, Totals] = {}
-    totals = Totals()
-    for row in rows:
-        per_model.setdefault(row.model, Totals()).add(row.totals)
-        totals.add(row.totals)
-    days = [UsageDay(day=r.day, model=r.model, **Figures.of(r.totals).model_dump()) for r in rows]
+    usage = await reports.usage(tenant, since=start, until=end)
+    days = [
+        UsageDay(day=r.day, model=r.model, **Figures.of(r.totals).model_dump()) for r in usage.days
+    ]
     report = UsageReport(
         from_=start,
         to=end,
         days=days,
-        models=[
-            UsageModel(model=model, **Figures.of(t).model_dump())
-            for model, t in sorted(per_model.items())
-        ],
-        totals=Figures.of(totals),
+        models=[UsageModel(model=model, **Figures.of(t).model_dump()) for model, t in usage.models],
+        totals=Figures.of(usage.totals),
     )
     if _wants_csv(accept):
         lines: list[list[object]] = [[d.day, d.model, *figures_of(d)] for d in days]
@@ -217,22 +217,16 @@ async def get_task_costs(
     task_id: UUID,
     caller: AnyCaller,
     state: State,
+    reports: Reports,
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     """One record per call that reported usage, in order, its sub-agents' tasks' calls
     included (each names its task); totals equal the chain's metrics, which count the
     sub-agents'. Needs `cost:view`, except for the task's own submitter."""
-    task = await find_task(state, caller, task_id)
-    own = task.user_id == caller.subject and Permission.TASK_READ in caller.permissions
-    if not own and Permission.COST_VIEW not in caller.permissions:
-        raise Forbidden(
-            "this needs the `cost:view` permission (or to be the task's submitter)",
-            permission=Permission.COST_VIEW,
-        )
-    async with state.database.read() as connection:
-        records = await CostRepository(connection, caller.tenant_id).of_task(task.id)
-    items = [TaskCost.of(record) for record in records]
-    totals = Figures.of(sum_records(records))
+    task = await state.tasks.find(caller, task_id)
+    costs = await reports.of_task(caller, task)
+    items = [TaskCost.of(record) for record in costs.records]
+    totals = Figures.of(costs.totals)
     if _wants_csv(accept):
         rows: list[list[object]] = [[getattr(i, c) for c in _TASK_COLUMNS] for i in items]
         blank = [""] * 7

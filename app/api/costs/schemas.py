@@ -11,11 +11,13 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.chain import USD, format_usd
-from app.storage.costs import CostOrder, GroupBy, Totals
+from app.governance.costs import CostOrder, GroupBy, Totals
 from app.storage.records import CostRecordRow
 
 
 class Figures(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
     calls: int
     input_tokens: int
     output_tokens: int
@@ -24,13 +26,7 @@ class Figures(BaseModel):
 
     @classmethod
     def of(cls, totals: Totals) -> "Figures":
-        return cls(
-            calls=totals.calls,
-            input_tokens=totals.input_tokens,
-            output_tokens=totals.output_tokens,
-            cost_usd=totals.cost_usd,
-            unpriced_calls=totals.unpriced_calls,
-        )
+        return cls.model_validate(totals)
 
 
 class CostGroup(Figures):

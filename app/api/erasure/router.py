@@ -1,17 +1,26 @@
 """`DELETE /api/v1/tasks/{id}` and `DELETE /api/v1/conversations/{id}`: erasure of content at
 once, at the tenant's request."""
 
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Depends, Response, status
 
 from app.api.access import RequireTaskDelete
 from app.api.deps import State
-from app.api.erasure.service import erase_conversation, erase_task
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
+from app.runs.erasure import ErasureService
 
 router = APIRouter(tags=["erasure"], route_class=CheckedRoute)
+
+
+def _erasure(state: State) -> ErasureService:
+    assert state.erasure is not None, "the lifespan builds the erasure"
+    return ErasureService(state.database, state.erasure, state.runs)
+
+
+Erasures = Annotated[ErasureService, Depends(_erasure)]
 
 _ERASES = (
     "Its chain, steps, events, approvals, todo list, webhook deliveries and the audit events "
@@ -34,8 +43,10 @@ _ERASES = (
     + " 409 `task-unfinished` when its run's instance does not end it in time (it stopped "
     "responding): erase again once it has. Needs `task:delete` (tenant admins).",
 )
-async def delete_task(task_id: UUID, caller: RequireTaskDelete, state: State) -> None:
-    await erase_task(state, caller, task_id)
+async def delete_task(
+    task_id: UUID, caller: RequireTaskDelete, state: State, erasure: Erasures
+) -> None:
+    await erasure.erase_task(caller, await state.tasks.find(caller, task_id))
 
 
 @router.delete(
@@ -51,6 +62,6 @@ async def delete_task(task_id: UUID, caller: RequireTaskDelete, state: State) ->
     "while it was being erased. Needs `task:delete` (tenant admins).",
 )
 async def delete_conversation(
-    conversation_id: UUID, caller: RequireTaskDelete, state: State
+    conversation_id: UUID, caller: RequireTaskDelete, erasure: Erasures
 ) -> None:
-    await erase_conversation(state, caller, conversation_id)
+    await erasure.erase_conversation(caller, conversation_id)

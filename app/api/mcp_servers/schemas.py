@@ -173,22 +173,14 @@ class McpServerOut(BaseModel):
             )
             for name, spec in named_tools
         ]
-        return cls(
-            id=record.id,
-            name=record.name,
-            url=record.url,
-            headers=record.headers,
-            allowed_tools=allowed,
-            tool_roles=record.tool_roles,
-            status=record.status,
-            # With `ok`, as the current name and allowed_tools read what it offered.
-            status_detail=notes(record) if record.status == "ok" else record.status_detail,
-            checked_at=record.checked_at,
-            tools=tools,
-            skipped_tools=[SkippedToolOut(tool=tool, reason=reason) for tool, reason in skipped],
-            created_by=record.created_by,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
+        return cls.model_validate(
+            {
+                **record.model_dump(exclude={"tools"}),
+                # With `ok`, as the current name and allowed_tools read what it offered.
+                "status_detail": notes(record) if record.status == "ok" else record.status_detail,
+                "tools": tools,
+                "skipped_tools": [SkippedToolOut(tool=t, reason=reason) for t, reason in skipped],
+            }
         )
 
 

@@ -16,6 +16,7 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
+from app.api.agents.router import agent_service
 from app.api.errors import NOT_FOUND, VALIDATION, ApiError, FieldProblem
 from app.api.openai_compat.errors import run_failure
 from app.api.openai_compat.schemas import (
@@ -32,16 +33,14 @@ from app.api.openai_compat.schemas import (
     OpenAIModelList,
 )
 from app.api.state import AppState
-from app.api.tasks.service import find_task, submit_task
 from app.chain import TaskState
 from app.governance.callers import Caller
+from app.resources.agents import DEFAULT_AGENT, AgentArchived
 from app.runs import TaskSubmission
-from app.runs.agents import DEFAULT_AGENT, AgentArchived, UnknownAgent
+from app.runs.agents import UnknownAgent
 from app.runs.channel import LiveDelta
 from app.runs.models import AGENT_REF_PATTERN
 from app.runs.streams import task_stream
-from app.storage.agents import AgentRepository
-from app.storage.pagination import MAX_PAGE_SIZE
 from app.storage.records import TaskRecord
 
 MODEL_PREFIX = "agent:"
@@ -81,12 +80,12 @@ async def start_completion(
         ]
         raise ApiError(VALIDATION, "the request is not valid; see `errors`", errors=errors) from exc
     try:
-        submitted = await submit_task(state, caller, submission)
+        submitted = await state.tasks.submit(caller, submission)
     except UnknownAgent as exc:
         raise _unknown_model(body.model, "no such agent in this tenant") from exc
     except AgentArchived as exc:
         raise _unknown_model(body.model, "the agent is archived") from exc
-    return await find_task(state, caller, submitted.task_id)
+    return await state.tasks.find(caller, submitted.task_id)
 
 
 @dataclass(slots=True)
@@ -137,7 +136,7 @@ async def follow_answer(
                     yield piece
         elif item.type == "chain_failed":
             details = json.loads(item.data).get("details") or {}
-    yield RunEnd(await find_task(state, caller, task.id), details)
+    yield RunEnd(await state.tasks.find(caller, task.id), details)
 
 
 def _delta(item: LiveDelta) -> dict[str, Any]:
@@ -254,20 +253,12 @@ async def list_agent_models(state: AppState, caller: Caller) -> OpenAIModelList:
             owned_by=caller.tenant_id,
         )
     ]
-    after: str | None = None
-    async with state.database.read() as connection:
-        agents = AgentRepository(connection, caller.tenant_id)
-        while True:
-            page = await agents.page(after=after, limit=MAX_PAGE_SIZE)
-            models += [
-                OpenAIModel(
-                    id=f"{MODEL_PREFIX}{record.name}",
-                    created=int(record.created_at.timestamp()),
-                    owned_by=caller.tenant_id,
-                )
-                for record in page[:MAX_PAGE_SIZE]
-            ]
-            if len(page) <= MAX_PAGE_SIZE:
-                break
-            after = page[MAX_PAGE_SIZE - 1].name
+    models += [
+        OpenAIModel(
+            id=f"{MODEL_PREFIX}{record.name}",
+            created=int(record.created_at.timestamp()),
+            owned_by=caller.tenant_id,
+        )
+        for record in await agent_service(state).all(caller)
+    ]
     return OpenAIModelList(data=models)

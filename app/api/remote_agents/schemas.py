@@ -138,31 +138,24 @@ class RemoteAgentOut(BaseModel):
         card = card_of(record.card)
         skills, skipped = skills_of(record.name, card)
         by_id = {skill.id: skill for skill in card.skills}
-        return cls(
-            id=record.id,
-            name=record.name,
-            card_url=record.card_url,
-            headers=record.headers,
-            enabled=record.enabled,
-            agent_name=card.name,
-            description=card.description,
-            streaming=card.capabilities.streaming,
-            skills=[
-                RemoteSkillOut(
-                    name=skill.tool,
-                    skill=skill.skill_id,
-                    title=by_id[skill.skill_id].name,
-                    description=skill.description,
-                    tags=list(by_id[skill.skill_id].tags),
-                )
-                for skill in skills
-            ],
-            skipped_skills=[SkippedSkillOut(skill=s, reason=reason) for s, reason in skipped],
-            card=record.card,
-            fetched_at=record.fetched_at,
-            created_by=record.created_by,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
+        return cls.model_validate(
+            {
+                **record.model_dump(),
+                "agent_name": card.name,
+                "description": card.description,
+                "streaming": card.capabilities.streaming,
+                "skills": [
+                    RemoteSkillOut(
+                        name=skill.tool,
+                        skill=skill.skill_id,
+                        title=by_id[skill.skill_id].name,
+                        description=skill.description,
+                        tags=list(by_id[skill.skill_id].tags),
+                    )
+                    for skill in skills
+                ],
+                "skipped_skills": [SkippedSkillOut(skill=s, reason=r) for s, r in skipped],
+            }
         )
 
 

@@ -1,6 +1,5 @@
 """/api/v1/schedules: tasks submitted on a cron schedule, and the tasks they made."""
 
-import functools
 from typing import Annotated
 from uuid import UUID
 
@@ -10,7 +9,6 @@ from app.api.access import RequireScheduleManage, RequireScheduleRead
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
-from app.api.schedules.firing import check_task
 from app.api.schedules.schemas import ScheduleCreate, ScheduleOut, SchedulePage, ScheduleUpdate
 from app.api.tasks.schemas import TaskOut, TaskPage
 from app.resources.schedules import ScheduleService
@@ -23,7 +21,7 @@ async def _schedules(state: State) -> ScheduleService:
         state.run_stores.notices,
         state.tenants,
         state.api_keys,
-        functools.partial(check_task, state),
+        state.schedule_firings.check,
     )
 
 

@@ -6,6 +6,7 @@ from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from app.resources.agents import DEFAULT_AGENT
 from app.resources.schedules import (
     InvalidCron,
     NewSchedule,
@@ -16,7 +17,6 @@ from app.resources.schedules import (
     zone,
 )
 from app.runs import TaskSubmission
-from app.runs.agents import DEFAULT_AGENT
 from app.storage.pagination import Page
 
 
@@ -114,14 +114,17 @@ class ScheduleOut(BaseModel):
     id: UUID
     name: str
     agent: str = Field(description="The agent each firing runs (`name` or `name@N`).")
-    task: dict[str, Any] = Field(description="The task each firing submits.")
+    task: dict[str, Any] = Field(
+        validation_alias="request", description="The task each firing submits."
+    )
     cron: str
     timezone: str
     status: Literal["active", "paused"]
     next_fire_at: datetime | None = Field(description="When it fires next (null while paused).")
     runs_as: str = Field(
+        validation_alias="created_by",
         description="Whose task each firing is: its creator, with the roles (and API key) it "
-        "had when it made the schedule."
+        "had when it made the schedule.",
     )
     fired_count: int = Field(description="Firings that made a task.")
     skipped_count: int = Field(
@@ -138,26 +141,12 @@ class ScheduleOut(BaseModel):
 
     @classmethod
     def of(cls, record: ScheduleRecord) -> "ScheduleOut":
-        return cls(
-            id=record.id,
-            name=record.name,
-            agent=record.agent or DEFAULT_AGENT,
-            task=record.request,
-            cron=record.cron,
-            timezone=record.timezone,
-            status=record.status,
-            next_fire_at=record.next_fire_at,
-            runs_as=record.created_by,
-            fired_count=record.fired_count,
-            skipped_count=record.skipped_count,
-            last_fired_at=record.last_fired_at,
-            last_task_id=record.last_task_id,
-            last_skipped_at=record.last_skipped_at,
-            last_error=record.last_error,
-            last_error_at=record.last_error_at,
-            created_at=record.created_at,
-            updated_at=record.updated_at,
-            tasks_url=f"/api/v1/schedules/{record.id}/tasks",
+        return cls.model_validate(
+            {
+                **record.model_dump(),
+                "agent": record.agent or DEFAULT_AGENT,
+                "tasks_url": f"/api/v1/schedules/{record.id}/tasks",
+            }
         )
 
 

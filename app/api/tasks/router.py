@@ -7,18 +7,14 @@ from fastapi import APIRouter, Body, Header, Query, status
 from fastapi.responses import JSONResponse, Response
 
 from app.api.access import RequireChainRead, RequireTaskCancel, RequireTaskCreate, RequireTaskRead
-from app.api.deps import ReadConnection, State
+from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
-from app.api.sse import EVENT_STREAM, EventStreamResponse
-from app.api.tasks.idempotency import (
+from app.api.sse import EVENT_STREAM, MAX_SEQ, EventStreamResponse, stream_position
+from app.api.tasks.schemas import (
     IDEMPOTENCY_KEY_HEADER,
     IDEMPOTENCY_KEY_PATTERN,
     REPLAYED_HEADER,
-    submit_once,
-)
-from app.api.tasks.replays import fork_task, replay_task
-from app.api.tasks.schemas import (
     ForkRequest,
     ReplayRequest,
     TaskAccepted,
@@ -26,22 +22,12 @@ from app.api.tasks.schemas import (
     TaskPage,
     stream_url,
 )
-from app.api.tasks.service import (
-    MAX_SEQ,
-    cancel_task,
-    find_task,
-    open_stream,
-    stream_position,
-)
-from app.api.tasks.service import (
-    submit_task as start_task,
-)
 from app.chain import TaskState
 from app.runs import TaskSubmission
 from app.runs.manager import SubmittedTask
 from app.runs.models import AGENT_NAME_PATTERN
+from app.runs.tasks import fork_task, replay_task
 from app.storage.pagination import MAX_PAGE_SIZE, Cursor
-from app.storage.tasks import TaskRepository
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"], route_class=CheckedRoute)
 
@@ -84,15 +70,15 @@ async def submit_task(
     start), naming the same task in its current state."""
     replayed = False
     if idempotency_key is None:
-        submitted = await start_task(state, caller, submission)
+        submitted = await state.tasks.submit(caller, submission)
     else:
-        submitted, replayed = await submit_once(state, caller, submission, idempotency_key)
+        submitted, replayed = await state.tasks.submit_once(caller, submission, idempotency_key)
     headers = {REPLAYED_HEADER: "true"} if replayed else {}
     if accept is not None and EVENT_STREAM in accept:
-        task = await find_task(state, caller, submitted.task_id)
+        task = await state.tasks.find(caller, submitted.task_id)
         headers["Location"] = f"/api/v1/tasks/{submitted.task_id}"
         return EventStreamResponse(
-            await open_stream(state, caller, task, after=0),
+            await state.tasks.stream(caller, task, after=0),
             headers=headers,
             closing=state.runs.draining,
         )
@@ -102,7 +88,7 @@ async def submit_task(
 @router.get("", summary="List tasks", responses=problems(401, 403, 422))
 async def list_tasks(
     caller: RequireTaskRead,
-    connection: ReadConnection,
+    state: State,
     status: TaskState | None = None,
     agent: Annotated[
         str | None,
@@ -115,7 +101,8 @@ async def list_tasks(
     ] = None,
 ) -> TaskPage:
     """The caller's tenant's tasks, newest first."""
-    page = await TaskRepository(connection, caller.tenant_id).page(
+    page = await state.tasks.page(
+        caller,
         status=status,
         agent=agent,
         schedule_id=schedule_id,
@@ -127,7 +114,7 @@ async def list_tasks(
 
 @router.get("/{task_id}", summary="Read a task", responses=problems(401, 403, 404, 422))
 async def get_task(task_id: UUID, caller: RequireTaskRead, state: State) -> TaskOut:
-    return TaskOut.of(await find_task(state, caller, task_id))
+    return TaskOut.of(await state.tasks.find(caller, task_id))
 
 
 @router.post(
@@ -136,7 +123,7 @@ async def get_task(task_id: UUID, caller: RequireTaskRead, state: State) -> Task
 async def cancel(task_id: UUID, caller: RequireTaskCancel, state: State) -> TaskOut:
     """Stops the run, even mid-call; the chain ends `cancelled` with its steps and costs so
     far. Members cancel their own tasks, tenant admins any. A finished task answers 409."""
-    return TaskOut.of(await cancel_task(state, caller, task_id))
+    return TaskOut.of(await state.tasks.cancel(caller, task_id))
 
 
 @router.post(
@@ -159,7 +146,9 @@ async def replay(
     (the task then ends `failed`, `replay_diverged`). The body is optional: without one,
     the task's own agent version replays it matching `requests`. An unfinished task
     answers 409."""
-    submitted = await replay_task(state, caller, task_id, agent=request.agent, match=request.match)
+    submitted = await replay_task(
+        state.tasks, caller, task_id, agent=request.agent, match=request.match
+    )
     return _accepted(submitted)
 
 
@@ -177,7 +166,7 @@ async def fork(
     cost) and goes on live from there, with another agent version, model or input: what if
     that step had gone differently."""
     submitted = await fork_task(
-        state,
+        state.tasks,
         caller,
         task_id,
         from_step=request.from_step,
@@ -240,12 +229,12 @@ async def task_events(
     sensitive fields redacted. A finished task with nothing after the given id answers 204.
     Without an `Authorization` header, a `?ticket=` from `POST …/stream-ticket` authenticates
     (a browser's `EventSource`, which cannot send one)."""
-    task = await find_task(state, caller, task_id)
+    task = await state.tasks.find(caller, task_id)
     position = stream_position(last_event_id, after)
     if task.is_finished and position >= task.last_seq:
         # Nothing more will ever come: 204 tells an EventSource to stop reconnecting.
         return Response(status_code=status.HTTP_204_NO_CONTENT)
     return EventStreamResponse(
-        await open_stream(state, caller, task, after=position, sub_agents=sub_agents),
+        await state.tasks.stream(caller, task, after=position, sub_agents=sub_agents),
         closing=state.runs.draining,
     )

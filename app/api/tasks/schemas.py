@@ -12,6 +12,11 @@ from app.runs.models import MAX_INPUT_CHARS, AgentRef
 from app.runs.trails import REMOTE_AGENT
 from app.storage.records import TaskRecord
 
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
+"""Visible ASCII, up to 255 characters (a UUID is the usual choice)."""
+REPLAYED_HEADER = "Idempotent-Replayed"
+
 
 def stream_url(task_id: UUID) -> str:
     return f"/api/v1/tasks/{task_id}/events"

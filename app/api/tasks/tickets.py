@@ -14,7 +14,6 @@ from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.tasks.schemas import stream_url
-from app.api.tasks.service import find_task
 from app.security.stream_tickets import QUERY_PARAMETER
 
 router = APIRouter(prefix="/api/v1/tasks", tags=["tasks"], route_class=CheckedRoute)
@@ -44,7 +43,7 @@ async def issue_stream_ticket(
     header (a browser's `EventSource` cannot send one): that task's stream only, as this caller
     (tenant, roles, view of the steps), for `OMNIFORGE_STREAM_TICKET_TTL_S` (60 s by default).
     Needs what reading the stream needs (`chain:read`); another tenant's task is 404."""
-    task = await find_task(state, caller, task_id)
+    task = await state.tasks.find(caller, task_id)
     ticket = state.stream_tickets.issue(caller.principal, task.id)
     answer = StreamTicket(
         ticket=ticket,

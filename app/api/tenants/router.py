@@ -3,7 +3,7 @@ audit log."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, status
+from fastapi import APIRouter, Depends, Query, status
 
 from app.api.access import (
     RequireAuditRead,
@@ -30,28 +30,31 @@ from app.api.tenants.schemas import (
     TenantUpdate,
     ToolSettings,
 )
-from app.api.tenants.service import (
-    create_tenant,
-    retention_of,
-    set_approvals,
-    set_models,
-    set_network,
-    set_quotas,
-    set_retention,
-    set_tools,
-    set_visibility,
-    update_tenant,
-)
+from app.governance.audit_log import audit_page
 from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
+from app.governance.retention import RetentionDefaults
 from app.governance.tenants import quotas_of
+from app.resources.tenants import TenantService
 from app.security.visibility import VisibilityPolicy
-from app.storage.audit import AuditRepository
 from app.storage.pagination import MAX_PAGE_SIZE
-from app.storage.tenants import TenantRepository
 from app.tools.approvals import ApprovalRules
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["tenants"], route_class=CheckedRoute)
+
+
+def _tenants(state: State) -> TenantService:
+    settings = state.settings
+    return TenantService(
+        state.database,
+        state.tenants,
+        state.toolbox,
+        state.runtime.gateway.model_names(),
+        RetentionDefaults(settings.retention_days, settings.audit_retention_days),
+    )
+
+
+Tenants = Annotated[TenantService, Depends(_tenants)]
 
 
 @router.post(
@@ -60,22 +63,26 @@ router = APIRouter(prefix="/api/v1/tenants", tags=["tenants"], route_class=Check
     summary="Create a tenant",
     responses=problems(401, 403, 409, 422),
 )
-async def post_tenant(body: TenantCreate, caller: RequirePlatformAdmin, state: State) -> TenantOut:
+async def post_tenant(
+    body: TenantCreate, caller: RequirePlatformAdmin, tenants: Tenants
+) -> TenantOut:
     """Platform admins only. Tokens naming the new id are accepted at once."""
-    return TenantOut.of(await create_tenant(state, caller, body))
+    record = await tenants.create(
+        caller, tenant_id=body.id, name=body.name, enabled_tools=body.enabled_tools
+    )
+    return TenantOut.of(record)
 
 
 @router.get("", summary="List tenants", responses=problems(401, 403, 422))
 async def list_tenants(
     caller: RequirePlatformAdmin,
-    state: State,
+    tenants: Tenants,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> TenantPage:
     """Platform admins only; by id."""
     after = decode_key_cursor(cursor) if cursor else None
-    async with state.database.read() as connection:
-        records = await TenantRepository(connection).page(after=after, limit=limit)
+    records = await tenants.page(after=after, limit=limit)
     items = [TenantOut.of(record) for record in records[:limit]]
     more = len(records) > limit
     return TenantPage(items=items, next_cursor=encode_key_cursor(items[-1].id) if more else None)
@@ -93,12 +100,17 @@ async def get_tenant(tenant_id: str, caller: RequireTenantManage, state: State) 
     responses=problems(401, 403, 404, 422),
 )
 async def patch_tenant(
-    tenant_id: str, body: TenantUpdate, caller: RequirePlatformAdmin, state: State
+    tenant_id: str,
+    body: TenantUpdate,
+    caller: RequirePlatformAdmin,
+    state: State,
+    tenants: Tenants,
 ) -> TenantOut:
     """Platform admins only. A disabled tenant's tokens are refused with 403 (on this
     instance at once, on others within `OMNIFORGE_TENANT_CACHE_S`)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return TenantOut.of(await update_tenant(state, caller, tenant, body))
+    record = await tenants.update(caller, tenant, name=body.name, status=body.status)
+    return TenantOut.of(record)
 
 
 @router.get(
@@ -121,7 +133,11 @@ async def get_visibility(
     responses=problems(401, 403, 404, 422),
 )
 async def put_visibility(
-    tenant_id: str, policy: VisibilityPolicy, caller: RequireToolConfigure, state: State
+    tenant_id: str,
+    policy: VisibilityPolicy,
+    caller: RequireToolConfigure,
+    state: State,
+    tenants: Tenants,
 ) -> VisibilityPolicy:
     """Levels (`full`, `summary`, `hidden`) per tool type and per tool name, per-role
     overrides, and extra sensitive field names. Applies to every read from now on, of past
@@ -131,7 +147,7 @@ async def put_visibility(
     a synthesis step (the answer, which the task's `result` shows anyway) always at its stored
     level."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    record = await set_visibility(state, caller, tenant, policy)
+    record = await tenants.set_visibility(caller, tenant, policy)
     return VisibilityPolicy.model_validate(record.visibility)
 
 
@@ -151,11 +167,15 @@ async def get_tools(tenant_id: str, caller: RequireToolConfigure, state: State) 
     responses=problems(401, 403, 404, 422),
 )
 async def put_tools(
-    tenant_id: str, body: ToolSettings, caller: RequireToolConfigure, state: State
+    tenant_id: str,
+    body: ToolSettings,
+    caller: RequireToolConfigure,
+    state: State,
+    tenants: Tenants,
 ) -> ToolSettings:
     """`null` enables every registered tool. Audited with the list before and after."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    record = await set_tools(state, caller, tenant, body.enabled_tools)
+    record = await tenants.set_tools(caller, tenant, body.enabled_tools)
     return ToolSettings(enabled_tools=record.enabled_tools)
 
 
@@ -176,7 +196,11 @@ async def get_network(tenant_id: str, caller: RequireToolConfigure, state: State
     responses=problems(401, 403, 404, 422),
 )
 async def put_network(
-    tenant_id: str, body: NetworkSettings, caller: RequireToolConfigure, state: State
+    tenant_id: str,
+    body: NetworkSettings,
+    caller: RequireToolConfigure,
+    state: State,
+    tenants: Tenants,
 ) -> NetworkOut:
     """`allow`, the tenant's own list: host names its `http_request` may call and public
     networks; an entry that reaches beyond the public internet (loopback, private, link-local,
@@ -187,7 +211,9 @@ async def put_network(
     whatever either says, and so does the service's own port unless an entry names it with
     its address. Audited with the lists before and after."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    record = await set_network(state, caller, tenant, body)
+    record = await tenants.set_network(
+        caller, tenant, allow=body.allow, platform_allow=body.platform_allow
+    )
     return NetworkOut.of(record.network_allow)
 
 
@@ -209,14 +235,18 @@ async def get_approvals(
     responses=problems(401, 403, 404, 422),
 )
 async def put_approvals(
-    tenant_id: str, body: ApprovalRules, caller: RequireToolConfigure, state: State
+    tenant_id: str,
+    body: ApprovalRules,
+    caller: RequireToolConfigure,
+    state: State,
+    tenants: Tenants,
 ) -> ApprovalRules:
     """Rules by tool name and by tool type (`always` or `never`), and how long a call waits
     (`timeout_s`) before it is denied on its own. With a tool's own `approval` and its
     agent's rules, any `always` wins. Applies to calls made from now on. Audited with the
     rules before and after."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    record = await set_approvals(state, caller, tenant, body)
+    record = await tenants.set_approvals(caller, tenant, body)
     return ApprovalRules.model_validate(record.approvals or {})
 
 
@@ -237,7 +267,11 @@ async def get_quotas(
     responses=problems(401, 403, 404, 422),
 )
 async def put_quotas(
-    tenant_id: str, quotas: TenantQuotas, caller: RequireRateLimitConfigure, state: State
+    tenant_id: str,
+    quotas: TenantQuotas,
+    caller: RequireRateLimitConfigure,
+    state: State,
+    tenants: Tenants,
 ) -> TenantQuotas:
     """Replaces every limit (unset ones no longer limit). Submissions over
     `submissions_per_minute` or `concurrent_runs` are refused with 429 and `Retry-After`;
@@ -245,7 +279,7 @@ async def put_quotas(
     `rate_limited`. `default_budget` fills the budget limits a task leaves unset. Audited with
     the settings before and after."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return quotas_of(await set_quotas(state, caller, tenant, quotas))
+    return quotas_of(await tenants.set_quotas(caller, tenant, quotas))
 
 
 @router.get(
@@ -263,14 +297,18 @@ async def get_models(tenant_id: str, caller: RequireCostConfigure, state: State)
     responses=problems(401, 403, 404, 422),
 )
 async def put_models(
-    tenant_id: str, policy: ModelPolicy, caller: RequireCostConfigure, state: State
+    tenant_id: str,
+    policy: ModelPolicy,
+    caller: RequireCostConfigure,
+    state: State,
+    tenants: Tenants,
 ) -> ModelPolicy:
     """Approved models (with `*`/`?` wildcards; `null` approves every configured one), the
     default model of tasks naming none, and output-token caps. A task naming an unapproved
     model is refused with 422 `model-not-approved`; runs never reach one, fallbacks included.
     Audited with the policy before and after."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    record = await set_models(state, caller, tenant, policy)
+    record = await tenants.set_models(caller, tenant, policy)
     return ModelPolicy.model_validate(record.models)
 
 
@@ -279,9 +317,11 @@ async def put_models(
     summary="How long a tenant's data is kept",
     responses=problems(401, 403, 404, 422),
 )
-async def get_retention(tenant_id: str, caller: RequireTenantManage, state: State) -> RetentionOut:
+async def get_retention(
+    tenant_id: str, caller: RequireTenantManage, state: State, tenants: Tenants
+) -> RetentionOut:
     tenant = await caller.scope(state.tenants, tenant_id)
-    return retention_of(state, tenant.record)
+    return RetentionOut.of(tenant.record, tenants.retention_periods(tenant.record))
 
 
 @router.put(
@@ -290,7 +330,11 @@ async def get_retention(tenant_id: str, caller: RequireTenantManage, state: Stat
     responses=problems(401, 403, 404, 422),
 )
 async def put_retention(
-    tenant_id: str, body: RetentionSettings, caller: RequireTenantManage, state: State
+    tenant_id: str,
+    body: RetentionSettings,
+    caller: RequireTenantManage,
+    state: State,
+    tenants: Tenants,
 ) -> RetentionOut:
     """Days from 1 to 3650; `null` (or left out) follows the platform's default
     (`OMNIFORGE_RETENTION_DAYS`, `OMNIFORGE_AUDIT_RETENTION_DAYS`). The daily purge deletes
@@ -298,7 +342,13 @@ async def put_retention(
     `audit_retention_days`; running, queued and waiting tasks are never purged. Audited with
     the settings before and after."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return retention_of(state, await set_retention(state, caller, tenant, body))
+    record = await tenants.set_retention(
+        caller,
+        tenant,
+        retention_days=body.retention_days,
+        audit_retention_days=body.audit_retention_days,
+    )
+    return RetentionOut.of(record, tenants.retention_periods(record))
 
 
 @router.get(
@@ -323,17 +373,18 @@ async def get_audit(
 ) -> AuditPage:
     """Newest first. Append-only: no route changes or deletes an event."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    async with state.database.read() as connection:
-        records = await AuditRepository(connection, tenant.id).page(
-            action=action,
-            actor=actor,
-            resource_type=resource_type,
-            resource_id=resource_id,
-            since=aware(since),
-            until=aware(until),
-            before_id=decode_int_cursor(cursor) if cursor else None,
-            limit=limit,
-        )
+    records = await audit_page(
+        state.database,
+        tenant,
+        action=action,
+        actor=actor,
+        resource_type=resource_type,
+        resource_id=resource_id,
+        since=aware(since),
+        until=aware(until),
+        before_id=decode_int_cursor(cursor) if cursor else None,
+        limit=limit,
+    )
     items = [AuditEventOut.of(record) for record in records[:limit]]
     more = len(records) > limit
     return AuditPage(items=items, next_cursor=encode_key_cursor(items[-1].id) if more else None)

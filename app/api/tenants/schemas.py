@@ -7,8 +7,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from app.config import MAX_RETENTION_DAYS
 from app.runs.models import ToolName
-from app.storage.records import AuditRecord, TenantRecord
-from app.storage.tenants import NetworkAllow
+from app.storage.records import AuditRecord, NetworkAllow, TenantRecord
 from app.tools.net.policy import parse_entry, platform_refusal, tenant_refusal
 
 TENANT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
@@ -196,3 +195,13 @@ class RetentionOut(RetentionSettings):
 
     effective_retention_days: int
     effective_audit_retention_days: int
+
+    @classmethod
+    def of(cls, record: TenantRecord, periods: tuple[int, int]) -> "RetentionOut":
+        days, audit_days = periods
+        return cls(
+            retention_days=record.retention_days,
+            audit_retention_days=record.audit_retention_days,
+            effective_retention_days=days,
+            effective_audit_retention_days=audit_days,
+        )

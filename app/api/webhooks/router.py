@@ -1,10 +1,11 @@
 """/api/v1/tenants/{tenant_id}/webhooks: a tenant's webhook endpoints, the secret of its tasks'
 one-off webhooks, and the deliveries with their attempts."""
 
+from datetime import timedelta
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Depends, Query, Response, status
 
 from app.api.access import RequireWebhookConfigure
 from app.api.deps import State
@@ -21,19 +22,7 @@ from app.api.webhooks.schemas import (
     WebhookOut,
     WebhookUpdate,
 )
-from app.api.webhooks.service import (
-    create_webhook,
-    delete_webhook,
-    list_deliveries,
-    list_webhooks,
-    read_delivery,
-    read_task_secret,
-    read_webhook,
-    redeliver,
-    rotate_secret,
-    rotate_task_secret,
-    update_webhook,
-)
+from app.resources.webhooks.service import WebhookService
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["webhooks"], route_class=CheckedRoute)
 
@@ -45,6 +34,14 @@ Limit = Annotated[int, Query(ge=1, le=200, description="At most this many, newes
 TaskFilter = Annotated[UUID | None, Query(description="Only this task's deliveries.")]
 
 
+def _webhooks(state: State) -> WebhookService:
+    retry_for = timedelta(seconds=state.settings.webhook_retry_for_s)
+    return WebhookService(state.database, state.webhooks, state.toolbox.network_of, retry_for)
+
+
+TenantWebhooks = Annotated[WebhookService, Depends(_webhooks)]
+
+
 @router.post(
     _ALL,
     status_code=status.HTTP_201_CREATED,
@@ -52,25 +49,40 @@ TaskFilter = Annotated[UUID | None, Query(description="Only this task's deliveri
     responses=problems(401, 403, 404, 422),
 )
 async def post_webhook(
-    tenant_id: str, body: WebhookCreate, caller: RequireWebhookConfigure, state: State
+    tenant_id: str,
+    body: WebhookCreate,
+    caller: RequireWebhookConfigure,
+    state: State,
+    webhooks: TenantWebhooks,
 ) -> WebhookCreated:
     """The endpoint receives the events it names, each a POST in the Standard Webhooks format
     signed with its secret, which this answer shows once. Its URL must pass the SSRF guard
     (private and loopback addresses only where the tenant's or the operator's network
     allow-list admits them), now and at every delivery. Audited (`webhook.create`)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await create_webhook(state, caller, tenant, body)
+    record, secret = await webhooks.create(
+        caller,
+        tenant,
+        url=body.url,
+        events=body.events,
+        description=body.description,
+        enabled=body.enabled,
+    )
+    return WebhookCreated.with_secret(record, secret)
 
 
 @router.get(
     _ALL, summary="List a tenant's webhook endpoints", responses=problems(401, 403, 404, 422)
 )
 async def get_webhooks(
-    tenant_id: str, caller: RequireWebhookConfigure, state: State
+    tenant_id: str,
+    caller: RequireWebhookConfigure,
+    state: State,
+    webhooks: TenantWebhooks,
 ) -> WebhookList:
     """Oldest first; secrets are never shown again."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await list_webhooks(state, tenant)
+    return WebhookList.of(await webhooks.endpoints(tenant))
 
 
 @router.get(
@@ -79,12 +91,16 @@ async def get_webhooks(
     responses=problems(401, 403, 404, 422),
 )
 async def get_task_secret(
-    tenant_id: str, caller: RequireWebhookConfigure, state: State
+    tenant_id: str,
+    caller: RequireWebhookConfigure,
+    state: State,
+    webhooks: TenantWebhooks,
 ) -> TaskSecretOut:
     """What signs the deliveries to a task's own `webhook_url`: one secret per tenant, made on
     first use."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await read_task_secret(state, tenant)
+    secret, at = await webhooks.task_secret(tenant)
+    return TaskSecretOut(secret=secret, updated_at=at)
 
 
 @router.post(
@@ -93,19 +109,27 @@ async def get_task_secret(
     responses=problems(401, 403, 404, 422),
 )
 async def post_task_secret_rotation(
-    tenant_id: str, caller: RequireWebhookConfigure, state: State
+    tenant_id: str,
+    caller: RequireWebhookConfigure,
+    state: State,
+    webhooks: TenantWebhooks,
 ) -> TaskSecretOut:
     """Deliveries from now on are signed with the new secret. Audited."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await rotate_task_secret(state, caller, tenant)
+    secret, at = await webhooks.rotate_task_secret(caller, tenant)
+    return TaskSecretOut(secret=secret, updated_at=at)
 
 
 @router.get(_ONE, summary="Read a webhook endpoint", responses=problems(401, 403, 404, 422))
 async def get_webhook(
-    tenant_id: str, webhook_id: UUID, caller: RequireWebhookConfigure, state: State
+    tenant_id: str,
+    webhook_id: UUID,
+    caller: RequireWebhookConfigure,
+    state: State,
+    webhooks: TenantWebhooks,
 ) -> WebhookOut:
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await read_webhook(state, tenant, webhook_id)
+    return WebhookOut.of(await webhooks.endpoint(tenant, webhook_id))
 
 
 @router.patch(_ONE, summary="Change a webhook endpoint", responses=problems(401, 403, 404, 422))
@@ -115,11 +139,12 @@ async def patch_webhook(
     body: WebhookUpdate,
     caller: RequireWebhookConfigure,
     state: State,
+    webhooks: TenantWebhooks,
 ) -> WebhookOut:
     """Changes the fields given; `enabled: false` pauses it: runs make no new deliveries to
     it, and those stored wait until it is enabled again. Audited (`webhook.update`)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await update_webhook(state, caller, tenant, webhook_id, body)
+    return WebhookOut.of(await webhooks.update(caller, tenant, webhook_id, body.changes()))
 
 
 @router.delete(
@@ -129,11 +154,15 @@ async def patch_webhook(
     responses=problems(401, 403, 404, 422),
 )
 async def delete_one(
-    tenant_id: str, webhook_id: UUID, caller: RequireWebhookConfigure, state: State
+    tenant_id: str,
+    webhook_id: UUID,
+    caller: RequireWebhookConfigure,
+    state: State,
+    webhooks: TenantWebhooks,
 ) -> Response:
     """Its deliveries go with it. Audited (`webhook.delete`)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    await delete_webhook(state, caller, tenant, webhook_id)
+    await webhooks.delete(caller, tenant, webhook_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -143,11 +172,16 @@ async def delete_one(
     responses=problems(401, 403, 404, 422),
 )
 async def post_rotation(
-    tenant_id: str, webhook_id: UUID, caller: RequireWebhookConfigure, state: State
+    tenant_id: str,
+    webhook_id: UUID,
+    caller: RequireWebhookConfigure,
+    state: State,
+    webhooks: TenantWebhooks,
 ) -> WebhookCreated:
     """The new secret, shown this once; attempts from now on are signed with it. Audited."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await rotate_secret(state, caller, tenant, webhook_id)
+    record, secret = await webhooks.rotate_secret(caller, tenant, webhook_id)
+    return WebhookCreated.with_secret(record, secret)
 
 
 @router.get(
@@ -160,14 +194,16 @@ async def get_endpoint_deliveries(
     webhook_id: UUID,
     caller: RequireWebhookConfigure,
     state: State,
+    webhooks: TenantWebhooks,
     task_id: TaskFilter = None,
     limit: Limit = 50,
 ) -> DeliveryList:
     """Newest first, each with its status and how its last attempt went."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await list_deliveries(
-        state, tenant, webhook_id=webhook_id, task_id=task_id, one_off=False, limit=limit
+    records = await webhooks.deliveries(
+        tenant, webhook_id=webhook_id, task_id=task_id, one_off=False, limit=limit
     )
+    return DeliveryList.of(records)
 
 
 @router.get(
@@ -179,25 +215,31 @@ async def get_deliveries(
     tenant_id: str,
     caller: RequireWebhookConfigure,
     state: State,
+    webhooks: TenantWebhooks,
     task_id: TaskFilter = None,
     one_off: Annotated[bool, Query(description="Only those to tasks' own `webhook_url`.")] = False,
     limit: Limit = 50,
 ) -> DeliveryList:
     """Every endpoint's and tasks' one-off ones, newest first."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await list_deliveries(
-        state, tenant, webhook_id=None, task_id=task_id, one_off=one_off, limit=limit
+    records = await webhooks.deliveries(
+        tenant, webhook_id=None, task_id=task_id, one_off=one_off, limit=limit
     )
+    return DeliveryList.of(records)
 
 
 @router.get(_DELIVERY, summary="Read a webhook delivery", responses=problems(401, 403, 404, 422))
 async def get_delivery(
-    tenant_id: str, delivery_id: UUID, caller: RequireWebhookConfigure, state: State
+    tenant_id: str,
+    delivery_id: UUID,
+    caller: RequireWebhookConfigure,
+    state: State,
+    webhooks: TenantWebhooks,
 ) -> DeliveryDetail:
     """With every attempt: when, how long, the receiver's status and the start of its answer,
     or why it failed."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await read_delivery(state, tenant, delivery_id)
+    return DeliveryDetail.with_attempts(*await webhooks.delivery(tenant, delivery_id))
 
 
 @router.post(
@@ -206,9 +248,13 @@ async def get_delivery(
     responses=problems(401, 403, 404, 422),
 )
 async def post_redelivery(
-    tenant_id: str, delivery_id: UUID, caller: RequireWebhookConfigure, state: State
+    tenant_id: str,
+    delivery_id: UUID,
+    caller: RequireWebhookConfigure,
+    state: State,
+    webhooks: TenantWebhooks,
 ) -> DeliveryOut:
     """Due again now, with the same `webhook-id` (receivers deduplicate by it), and retried
     for another day should it fail. Audited (`webhook.redeliver`)."""
     tenant = await caller.scope(state.tenants, tenant_id)
-    return await redeliver(state, caller, tenant, delivery_id)
+    return DeliveryOut.of(await webhooks.redeliver(caller, tenant, delivery_id))

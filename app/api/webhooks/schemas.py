@@ -7,8 +7,8 @@ from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from app.resources.webhooks import AttemptRecord, DeliveryRecord, EndpointRecord
 from app.resources.webhooks.urls import WebhookUrl
-from app.storage.webhooks import AttemptRecord, DeliveryRecord, EndpointRecord
 
 EventType = Literal[
     "task.completed", "task.failed", "task.incomplete", "task.input_required", "budget.warning"
@@ -97,9 +97,17 @@ class WebhookCreated(WebhookOut):
         "HMAC-SHA256), which any Standard Webhooks library verifies with it."
     )
 
+    @classmethod
+    def with_secret(cls, record: EndpointRecord, secret: str) -> "WebhookCreated":
+        return cls(**WebhookOut.of(record).model_dump(), secret=secret)
+
 
 class WebhookList(BaseModel):
     items: list[WebhookOut]
+
+    @classmethod
+    def of(cls, records: list[EndpointRecord]) -> "WebhookList":
+        return cls(items=[WebhookOut.of(record) for record in records])
 
 
 class TaskSecretOut(BaseModel):
@@ -124,8 +132,13 @@ class AttemptOut(BaseModel):
 
 
 class DeliveryOut(BaseModel):
+    # By name too: a detail is made of its delivery's fields (`with_attempts`).
+    model_config = ConfigDict(populate_by_name=True)
+
     id: UUID = Field(description="Also its `webhook-id` header, the same on every attempt.")
-    webhook_id: UUID | None = Field(description="Its endpoint; null: a task's `webhook_url`.")
+    webhook_id: UUID | None = Field(
+        validation_alias="endpoint_id", description="Its endpoint; null: a task's `webhook_url`."
+    )
     url: str | None = Field(description="A task's one-off `webhook_url`.")
     task_id: UUID | None
     event: str
@@ -140,26 +153,31 @@ class DeliveryOut(BaseModel):
 
     @classmethod
     def of(cls, record: DeliveryRecord) -> "DeliveryOut":
-        return cls(
-            id=record.id,
-            webhook_id=record.endpoint_id,
-            url=record.url,
-            task_id=record.task_id,
-            event=record.event,
-            status=record.status,  # type: ignore[arg-type]
-            attempts=record.attempts,
-            next_attempt_at=record.next_attempt_at if record.status == "pending" else None,
-            last_status_code=record.last_status_code,
-            last_error=record.last_error,
-            created_at=record.created_at,
-            delivered_at=record.delivered_at,
-            payload=json.loads(record.payload),
+        return cls.model_validate(
+            {
+                **record.model_dump(),
+                "next_attempt_at": record.next_attempt_at if record.status == "pending" else None,
+                "payload": json.loads(record.payload),
+            }
         )
 
 
 class DeliveryDetail(DeliveryOut):
     attempt_list: list[AttemptOut] = Field(description="Every attempt, first to last.")
 
+    @classmethod
+    def with_attempts(
+        cls, record: DeliveryRecord, attempts: list[AttemptRecord]
+    ) -> "DeliveryDetail":
+        return cls(
+            **DeliveryOut.of(record).model_dump(),
+            attempt_list=[AttemptOut.of(attempt) for attempt in attempts],
+        )
+
 
 class DeliveryList(BaseModel):
     items: list[DeliveryOut]
+
+    @classmethod
+    def of(cls, records: list[DeliveryRecord]) -> "DeliveryList":
+        return cls(items=[DeliveryOut.of(record) for record in records])

@@ -13,7 +13,7 @@ from app.resources.schedules.scheduler import FiringRefused
 from app.resources.schedules.store import ScheduleRecord
 from app.security import Principal
 from app.security.rbac import permissions_of
-from app.storage.api_keys import key_by_id
+from app.storage.api_key_lookups import key_by_id
 from app.storage.database import Database
 
 

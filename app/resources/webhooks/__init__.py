@@ -1,5 +1,6 @@
-"""A tenant's webhooks: endpoints and their signing secrets, who hears of which run event,
-and the dispatcher that sends the outbox."""
+"""A tenant's webhooks: endpoints and deliveries as stored (`store`) and changed on behalf of
+callers with their audit (`service`), their signing secrets (`signing`), who hears of which
+run event (`subscriptions`), and the dispatcher that sends the outbox."""
 
 from dataclasses import dataclass
 from datetime import timedelta
@@ -7,12 +8,23 @@ from datetime import timedelta
 from app.config import Settings
 from app.resources.webhooks.dispatcher import Backoff, WebhookDispatcher
 from app.resources.webhooks.signing import WebhookKeys
+from app.resources.webhooks.store import AttemptRecord, DeliveryRecord, EndpointRecord
 from app.resources.webhooks.subscriptions import WebhookSubscriptions
 from app.security.log_masking import SecretMasker
 from app.security.secrets import KeyRing
 from app.storage.database import Database
 from app.storage.notify import Notices
 from app.tools.services import NetworkPolicy
+
+__all__ = [
+    "AttemptRecord",
+    "DeliveryRecord",
+    "EndpointRecord",
+    "WebhookDispatcher",
+    "WebhookKeys",
+    "WebhookSubscriptions",
+    "Webhooks",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,10 +11,10 @@ from uuid import UUID
 from standardwebhooks import Webhook
 
 from app.chain.models import utc_now
+from app.resources.webhooks.store import WebhookRepository
 from app.security.log_masking import SecretMasker
 from app.security.secrets import KeyRing, Sealed
 from app.storage.database import Database
-from app.storage.webhooks import WebhookRepository
 
 SECRET_BYTES = 32
 TASK_SECRET_NAME = "webhook:tasks"

@@ -1,4 +1,5 @@
-"""Agent definitions and their immutable versions, within one tenant."""
+"""Agent definitions and their immutable versions, within one tenant; and what a stored agent
+can refuse: a name taken, a change to an archived agent or to the built-in one."""
 
 from datetime import datetime
 from typing import Any
@@ -15,10 +16,39 @@ from app.storage.tables import agent_versions, agents
 ACTIVE = "active"
 ARCHIVED = "archived"
 
+DEFAULT_AGENT = "default"
+"""Every tenant's built-in agent: the ReAct agent with the service's defaults, version 1. No
+stored agent may take its name."""
+
 
 class AgentExists(OmniForgeError):
+    """The name is taken: by an agent of the tenant (archived or not), or by the built-in one."""
+
+    def __init__(self, name: str, reason: str | None = None) -> None:
+        super().__init__(reason or f"an agent named {name!r} already exists")
+        self.name = name
+
+
+class AgentArchived(OmniForgeError):
+    """New tasks cannot run an archived agent (its old tasks keep their version), and it
+    cannot change."""
+
     def __init__(self, name: str) -> None:
-        super().__init__(f"an agent named {name!r} already exists")
+        super().__init__(
+            f"agent {name!r} is archived: it runs no new tasks (its past tasks and versions "
+            "stay readable)"
+        )
+        self.name = name
+
+
+class AgentBuiltin(OmniForgeError):
+    """The built-in agent has one version, which no one changes or archives."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"{name!r} is the built-in agent: it cannot be changed or archived. "
+            "Define an agent of your own instead."
+        )
         self.name = name
 
 

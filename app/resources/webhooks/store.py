@@ -1,5 +1,5 @@
 """A tenant's webhook endpoints, the secret of its tasks' one-off webhooks, and its deliveries
-with their attempts, as the API reads and changes them."""
+with their attempts, as stored; an endpoint's secret only sealed."""
 
 from datetime import datetime, timedelta
 from typing import Any

@@ -8,41 +8,46 @@ given (agent version, model, input)."""
 from dataclasses import replace
 from uuid import UUID
 
-from app.api.errors import TASK_UNFINISHED, ApiError
-from app.api.state import AppState
-from app.api.tasks.service import attached_files, find_task, run_policy, turn_history
 from app.chain import ReasoningStep
 from app.chain.replay import ReplayMatch
+from app.errors import OmniForgeError
 from app.governance.callers import Caller
-from app.runs import TaskSubmission
 from app.runs.agents import ResolvedAgent, agent_version, resolve_agent
 from app.runs.errors import Forbidden, InvalidSubmission
 from app.runs.manager import SubmittedTask
-from app.runs.models import Origin
+from app.runs.models import Origin, TaskSubmission
+from app.runs.tasks.inputs import turn_history
+from app.runs.tasks.service import TaskService
 from app.security.rbac import Permission
 from app.storage.records import TaskRecord
 from app.tools.errors import FieldError
 
 
+class UnfinishedSource(OmniForgeError):
+    """A replay of a task that has not ended: only a finished task's chain is replayed."""
+
+    def __init__(self, task_id: UUID, status: str) -> None:
+        super().__init__(
+            f"task {task_id} is {status}: only a finished task's chain can be replayed"
+        )
+
+
 async def replay_task(
-    state: AppState, caller: Caller, task_id: UUID, *, agent: str | None, match: ReplayMatch
+    tasks: TaskService, caller: Caller, task_id: UUID, *, agent: str | None, match: ReplayMatch
 ) -> SubmittedTask:
     """Starts a replay of the caller's tenant's finished task `task_id`, with the agent
     version it ran or the one `agent` names."""
-    source = await _source(state, caller, task_id)
+    source = await _source(tasks, caller, task_id)
     if not source.is_finished:
-        raise ApiError(
-            TASK_UNFINISHED,
-            f"task {task_id} is {source.status}: only a finished task's chain can be replayed",
-        )
-    resolved = await _agent(state, caller, source, agent)
+        raise UnfinishedSource(task_id, source.status)
+    resolved = await _agent(tasks, caller, source, agent)
     submission = _resubmission(source, resolved)
     origin = Origin(source.id, source.chain_id, match=match)
-    return await _start(state, caller, source, submission, resolved, origin)
+    return await _start(tasks, caller, source, submission, resolved, origin)
 
 
 async def fork_task(
-    state: AppState,
+    tasks: TaskService,
     caller: Caller,
     task_id: UUID,
     *,
@@ -53,11 +58,11 @@ async def fork_task(
 ) -> SubmittedTask:
     """Starts a fork of the caller's tenant's task `task_id`: its steps up to `from_step` as
     recorded, then live, with the agent, model and input given (each default: the task's)."""
-    source = await _source(state, caller, task_id)
-    stored = await state.run_stores.streams.chain_steps(source.chain_id)
+    source = await _source(tasks, caller, task_id)
+    stored = await tasks.stores.streams.chain_steps(source.chain_id)
     steps = [ReasoningStep.model_validate_json(step) for step in stored]
     _check_fork_step(steps, from_step)
-    resolved = await _agent(state, caller, source, agent)
+    resolved = await _agent(tasks, caller, source, agent)
     submission = _resubmission(source, resolved)
     changes: dict[str, object] = {}
     if model is not None:
@@ -69,13 +74,13 @@ async def fork_task(
             {**submission.model_dump(exclude_none=True), **changes}
         )
     origin = Origin(source.id, source.chain_id, fork_step=from_step)
-    return await _start(state, caller, source, submission, resolved, origin)
+    return await _start(tasks, caller, source, submission, resolved, origin)
 
 
-async def _source(state: AppState, caller: Caller, task_id: UUID) -> TaskRecord:
+async def _source(tasks: TaskService, caller: Caller, task_id: UUID) -> TaskRecord:
     """The task to replay or fork: the new task copies its chain, which the caller must be
     allowed to read (besides creating tasks)."""
-    source = await find_task(state, caller, task_id)
+    source = await tasks.find(caller, task_id)
     if Permission.CHAIN_READ not in caller.permissions:
         raise Forbidden(
             "a replay or a fork copies the task's chain: it needs `chain:read`",
@@ -85,7 +90,7 @@ async def _source(state: AppState, caller: Caller, task_id: UUID) -> TaskRecord:
 
 
 async def _start(
-    state: AppState,
+    tasks: TaskService,
     caller: Caller,
     source: TaskRecord,
     submission: TaskSubmission,
@@ -93,13 +98,13 @@ async def _start(
     origin: Origin,
 ) -> SubmittedTask:
     given = [UUID(file_id) for file_id in source.file_ids or []]
-    attachments = await attached_files(state, caller.tenant_id, [], given=given)
-    async with state.database.read() as connection:
+    attachments = await tasks.inputs.files(caller.tenant_id, [], given=given)
+    async with tasks.database.read() as connection:
         origin = replace(origin, history=await turn_history(connection, source))
-    return await state.runs.submit(
+    return await tasks.runs.submit(
         caller.principal,
         submission,
-        await run_policy(state, caller),
+        await tasks.inputs.caller_policy(caller),
         agent,
         None,
         attachments,
@@ -108,10 +113,10 @@ async def _start(
 
 
 async def _agent(
-    state: AppState, caller: Caller, source: TaskRecord, ref: str | None
+    tasks: TaskService, caller: Caller, source: TaskRecord, ref: str | None
 ) -> ResolvedAgent:
     """The agent version named, else the exact one the task ran (archived or not)."""
-    async with state.database.read() as connection:
+    async with tasks.database.read() as connection:
         if ref is not None:
             return await resolve_agent(connection, caller.tenant_id, ref)
         found = await agent_version(
@@ -126,7 +131,7 @@ async def _agent(
 def _resubmission(source: TaskRecord, agent: ResolvedAgent) -> TaskSubmission:
     """The task as it was submitted, run by `agent` on the model it ran on (unless the agent
     fixes its own), outside any conversation: a turn's history comes from its source
-    (`load_run`), and a replay or a fork adds no turn."""
+    (`RunInputs.load`), and a replay or a fork adds no turn."""
     request = {**source.request, "agent": agent.ref, "stream_output": False}
     request.pop("conversation_id", None)
     request.pop("file_ids", None)  # the source's files are given again, as it had them

@@ -2,7 +2,8 @@
 (`app.tools.a2a.extension`) names the tasks it comes from; those that are this tenant's own
 tasks tell which agents already work above it and how deep it is. Refused before anything is
 made: an agent already on the trail (a cycle through remote agents, which the local cycle
-check cannot see) and a depth over `OMNIFORGE_MAX_AGENT_DEPTH` counted across the hops.
+check cannot see) and a depth over `OMNIFORGE_MAX_AGENT_DEPTH` counted across the hops
+(the A2A server refuses them).
 
 A task a message started keeps the trail it came with in its metadata (`TRAIL_KEY`), so that
 a message of its own run, coming back, is followed further up."""
@@ -11,11 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from a2a.utils.errors import UnsupportedOperationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from app.chain import ErrorCode
-from app.runs.agents import DEFAULT_AGENT
+from app.resources.agents import DEFAULT_AGENT
 from app.storage.records import TaskRecord
 from app.storage.tasks import TaskRepository
 from app.tools.a2a.extension import checked_trail
@@ -57,24 +56,6 @@ async def hops_above(
             task = None if task.parent_task_id is None else await tasks.get(task.parent_task_id)
         trail = checked_trail(_metadata(root).get(TRAIL_KEY))
     return hops
-
-
-def refuse_looping(agent: str, hops: Hops, *, max_depth: int) -> None:
-    """Refuses a message whose task would be `agent`'s again above it, or too deep."""
-    if agent in hops.agents:
-        path = " -> ".join([*reversed(hops.agents), agent])
-        raise UnsupportedOperationError(
-            f"agent {agent!r} already works above this message, which came back through "
-            f"remote agents ({path}): an agent may not call itself, directly or through others",
-            {"error_code": ErrorCode.AGENT_CYCLE.value},
-        )
-    if hops.depth > max_depth:
-        raise UnsupportedOperationError(
-            f"agent {agent!r} would run at depth {hops.depth}, counted across the remote-agent "
-            f"calls that led here: this service nests agents at most {max_depth} deep "
-            "(OMNIFORGE_MAX_AGENT_DEPTH)",
-            {"error_code": ErrorCode.AGENT_DEPTH_EXCEEDED.value},
-        )
 
 
 async def _first_own(tasks: TaskRepository, trail: list[str], seen: set[UUID]) -> TaskRecord | None:
