@@ -122,6 +122,7 @@ class CoTAgent(ABC):
             approvals=approvals,
             stored=events.stored,
             ready=events.may_call,
+            starting=events.starting,
         )
         return AgentRun(
             self,

@@ -102,6 +102,7 @@ class ReasoningEngine:
         approvals: ApprovalGate | None = None,
         stored: Callable[[], Awaitable[None]] | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
+        starting: Callable[[], None] | None = None,
     ) -> None:
         self.chain = chain
         self.task = task
@@ -125,6 +126,7 @@ class ReasoningEngine:
             approvals=approvals,
             stored=stored,
             ready=ready,
+            starting=starting,
         )
         # With `on_delta`, every LLM call streams its reply there as it arrives.
         self._on_delta = on_delta

@@ -116,6 +116,13 @@ class RunEvents:
         if self.ready is not None:
             await self.ready()
 
+    def starting(self) -> None:
+        """A call is about to start: a run released since its step was recorded stops here
+        (`RunReleased`); the call was never made, and whoever resumes the run makes it."""
+        if self.releasing:
+            self.close()
+            raise RunReleased
+
     def close(self) -> None:
         """The run is released: its events end here."""
         if not self.closed:

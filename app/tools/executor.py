@@ -115,13 +115,14 @@ class ToolExecutor:
                 for call in live
             ):
                 await context.stored()
+            begun: list[bool] = [False]  # whether a call of the batch has started
             if len(live) > 1:
-                pending = {id(p): asyncio.ensure_future(self._run(p)) for p in live}
+                pending = {id(p): asyncio.ensure_future(self._run(p, begun)) for p in live}
             for call in prepared:
                 if call.recorded is not None:
                     results.append(replayed(chain, call, call.recorded))
                     continue
-                outcome = await (pending[id(call)] if pending else self._run(call))
+                outcome = await (pending[id(call)] if pending else self._run(call, begun))
                 result = record_result(chain, call, outcome, self._max_result_chars)
                 results.append(result)
                 rejection = outcome.rejection or await self._settle(call, result)
@@ -193,7 +194,9 @@ class ToolExecutor:
         if call.failure is None:
             call.arguments = edited
 
-    async def _run(self, call: PreparedCall) -> Outcome:
+    async def _run(self, call: PreparedCall, begun: list[bool]) -> Outcome:
+        """The call through its guards, then made. Until a call of its batch has started
+        (`begun`), the run's `starting` may stop the batch there (the run was released)."""
         if call.failure is not None or call.entry is None:
             return Outcome(error=call.failure)
         call.pending = PendingCall(
@@ -207,6 +210,10 @@ class ToolExecutor:
                 call.pending = None
                 return Outcome(rejection=rejection)
             call.passed.append(guard)
+        if not begun[0]:
+            if call.context.starting is not None:
+                call.context.starting()
+            begun[0] = True
         ttl = call.entry.definition.cache_ttl_seconds
         if not ttl:
             return await self._attempt(call.entry, call.arguments, call.context)

@@ -17,6 +17,7 @@ from app.chain import (
     ReasoningStepEvent,
     StepType,
     TaskState,
+    ToolResultInfo,
     ToolType,
 )
 from app.chain.errors import ChainAbort
@@ -24,6 +25,7 @@ from app.config import Settings
 from app.tools.base import BaseTool
 from app.tools.builtin import CalculatorTool, CurrentTimeTool
 from app.tools.executor import ToolExecutor
+from app.tools.guards import PendingCall
 from app.tools.models import ToolCallContext, ToolDefinition, ToolOutput
 from app.tools.registry import ToolRegistry
 
@@ -224,6 +226,15 @@ class SendsOnce(CoTAgent):
         engine.add_synthesis("sent", [sent.result_step.id])
 
 
+class SendsTwice(CoTAgent):
+    agent_id = "sends-twice"
+
+    async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
+        await engine.call_tool("send", {})
+        sent = await engine.call_tool("send", {})
+        engine.add_synthesis("sent", [sent.result_step.id])
+
+
 async def test_a_run_released_while_its_call_waits_to_be_stored_never_makes_the_call() -> None:
     tool = Sends()
     run = SendsOnce(ToolExecutor(ToolRegistry([tool])), default_model="x").start(
@@ -246,6 +257,73 @@ async def test_a_run_released_while_its_call_waits_to_be_stored_never_makes_the_
     assert run.released
     steps = [event.step.type for event in events if isinstance(event, ReasoningStepEvent)]
     assert steps == [StepType.TOOL_CALL]  # its resumer finds the call unanswered, and makes it
+    assert not any(isinstance(event, DoneEvent) for event in events)
+
+
+class Holds:
+    """A guard that keeps each call waiting (a budget's estimate, a rate limit) until let go,
+    and records what it is told of the call after."""
+
+    def __init__(self) -> None:
+        self.waiting, self.go = asyncio.Event(), asyncio.Event()
+        self.told: list[str] = []
+
+    async def before_call(self, call: PendingCall) -> None:
+        self.waiting.set()
+        await self.go.wait()
+
+    async def after_call(self, call: PendingCall, result: ToolResultInfo) -> None:
+        self.told.append("after_call")
+
+    def abandon(self, call: PendingCall) -> None:
+        self.told.append("abandon")
+
+
+async def test_a_run_released_while_its_call_waits_in_a_guard_never_makes_the_call() -> None:
+    """A call held up before it is sent (its guards) is not under way: a drain stops it there
+    instead of letting it go out late and be cut by the grace."""
+    tool, guard = Sends(), Holds()
+    executor = ToolExecutor(ToolRegistry([tool]), guards=[guard])
+    run = SendsOnce(executor, default_model="x").start(AgentTask(input="x"))
+    reader = asyncio.ensure_future(_all_events(run))
+    await guard.waiting.wait()
+    run.release()
+    guard.go.set()
+    events = await reader
+
+    assert tool.calls == 0
+    assert guard.told == ["abandon"]  # what it held for the call is given back
+    assert run.released
+    steps = [event.step.type for event in events if isinstance(event, ReasoningStepEvent)]
+    assert steps == [StepType.TOOL_CALL]
+    assert not any(isinstance(event, DoneEvent) for event in events)
+
+
+async def test_a_run_released_once_its_call_is_sent_lets_it_finish() -> None:
+    tool = Sends()
+    sent, answer = asyncio.Event(), asyncio.Event()
+
+    async def execute(arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
+        tool.calls += 1
+        sent.set()
+        await answer.wait()
+        return ToolOutput("sent")
+
+    tool.execute = execute  # type: ignore[method-assign]
+    run = SendsTwice(ToolExecutor(ToolRegistry([tool])), default_model="x").start(
+        AgentTask(input="x")
+    )
+    reader = asyncio.ensure_future(_all_events(run))
+    await sent.wait()
+    run.release()
+    answer.set()
+    events = await reader
+
+    assert tool.calls == 1
+    assert run.released
+    steps = [event.step.type for event in events if isinstance(event, ReasoningStepEvent)]
+    # Its result is kept, and the run stops before its next call.
+    assert steps == [StepType.TOOL_CALL, StepType.TOOL_RESULT]
     assert not any(isinstance(event, DoneEvent) for event in events)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from app.runs.manager import CANCEL_WAIT_S
 from tests.api.helpers import stream, submit
 from tests.cluster import Cluster, cluster, same_conversation
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
@@ -60,7 +61,9 @@ async def test_a_stream_on_one_instance_follows_a_run_on_another_and_a_cancel_th
                 await asyncio.wait_for(following, 10)
                 assert cancelled.status_code == 200, cancelled.text
                 assert cancelled.json()["status"] == "cancelled"
-                assert took < 0.5, f"the cancel took {took:.3f} s"
+                # Answered by the notices (50-230 ms on a quiet machine; about 1 s seen with
+                # the suite's other workers busy), not by the wait that gives up on them.
+                assert took < CANCEL_WAIT_S, f"the cancel took {took:.3f} s"
                 assert_whole(streamed, "cancelled")
                 types = [e.event for e in streamed]
                 # Live: the steps before the cancel came as they were made, on b.
