@@ -3,13 +3,15 @@ the `Require…` aliases, and names tenants through `Caller.scope`. Each of them
 input check (`app.api.inputs.check_inputs`) once the caller is known to be permitted."""
 
 from collections.abc import Awaitable, Callable
+from functools import cache
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from app.api.auth import API_KEY_KEY, TENANT_KEY
-from app.api.deps import CurrentPrincipal
+from app.api.deps import CurrentPrincipal, State
 from app.api.inputs import check_inputs
+from app.api.state import AppState
 from app.governance.api_keys import KeyGrant
 from app.governance.callers import Caller
 from app.governance.tenants import Tenant
@@ -30,7 +32,11 @@ def _permitted(request: Request, caller: Caller) -> Caller:
     return caller
 
 
+@cache
 def _requires(permission: Permission) -> Callable[[Request, Principal], Awaitable[Caller]]:
+    """One dependency per permission: a route that takes the caller and the tenant it names
+    (`TenantFor…`) checks the permission once."""
+
     async def dependency(request: Request, principal: CurrentPrincipal) -> Caller:
         caller = _caller(request, principal)
         if permission not in caller.permissions:
@@ -52,6 +58,20 @@ async def _platform_admin(request: Request, principal: CurrentPrincipal) -> Call
             f"this needs the `{Role.PLATFORM_ADMIN}` role", permission=Permission.TENANT_MANAGE
         )
     return _permitted(request, caller)
+
+
+def _tenant_named(
+    permitted: Callable[[Request, Principal], Awaitable[Caller]],
+) -> Callable[[Caller, str, AppState], Awaitable[Tenant]]:
+    """The tenant the route's path names (`/tenants/{tenant_id}/…`), once the caller is
+    `permitted`: its own, or any for a platform admin; any other answers 404."""
+
+    async def dependency(
+        caller: Annotated[Caller, Depends(permitted)], tenant_id: str, state: State
+    ) -> Tenant:
+        return await caller.scope(state.tenants, tenant_id)
+
+    return dependency
 
 
 async def _any_caller(request: Request, principal: CurrentPrincipal) -> Caller:
@@ -80,3 +100,27 @@ RequireApiKeyConfigure = Annotated[Caller, Depends(_requires(Permission.API_KEY_
 RequireWebhookConfigure = Annotated[Caller, Depends(_requires(Permission.WEBHOOK_CONFIGURE))]
 RequireScheduleRead = Annotated[Caller, Depends(_requires(Permission.SCHEDULE_READ))]
 RequireScheduleManage = Annotated[Caller, Depends(_requires(Permission.SCHEDULE_MANAGE))]
+
+# The tenant a `/tenants/{tenant_id}/…` route names, for a caller with the permission.
+TenantForPlatformAdmin = Annotated[Tenant, Depends(_tenant_named(_platform_admin))]
+TenantForToolConfigure = Annotated[
+    Tenant, Depends(_tenant_named(_requires(Permission.TOOL_CONFIGURE)))
+]
+TenantForRateLimitConfigure = Annotated[
+    Tenant, Depends(_tenant_named(_requires(Permission.RATE_LIMIT_CONFIGURE)))
+]
+TenantForCostConfigure = Annotated[
+    Tenant, Depends(_tenant_named(_requires(Permission.COST_CONFIGURE)))
+]
+TenantForCostView = Annotated[Tenant, Depends(_tenant_named(_requires(Permission.COST_VIEW)))]
+TenantForTenantManage = Annotated[
+    Tenant, Depends(_tenant_named(_requires(Permission.TENANT_MANAGE)))
+]
+TenantForSecretConfigure = Annotated[
+    Tenant, Depends(_tenant_named(_requires(Permission.SECRET_CONFIGURE)))
+]
+TenantForWebhookConfigure = Annotated[
+    Tenant, Depends(_tenant_named(_requires(Permission.WEBHOOK_CONFIGURE)))
+]
+TenantForAuditRead = Annotated[Tenant, Depends(_tenant_named(_requires(Permission.AUDIT_READ)))]
+TenantForChainRead = Annotated[Tenant, Depends(_tenant_named(_requires(Permission.CHAIN_READ)))]

@@ -5,7 +5,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response
 
-from app.api.access import RequireChainExport, RequireChainRead
+from app.api.access import RequireChainExport, RequireChainRead, TenantForChainRead
 from app.api.chains.schemas import (
     ChainOut,
     ChainPage,
@@ -102,9 +102,7 @@ async def get_chain_steps(
     responses=problems(401, 403, 404, 422),
 )
 async def list_tenant_chains(
-    tenant_id: str,
-    caller: RequireChainRead,
-    state: State,
+    tenant: TenantForChainRead,
     chains: Chains,
     status: ChainStatus | None = None,
     agent: Annotated[
@@ -121,7 +119,6 @@ async def list_tenant_chains(
 ) -> ChainPage:
     """Newest first; `from` (inclusive) and `to` (exclusive) bound the start time. A platform
     admin may name any tenant."""
-    tenant = await caller.scope(state.tenants, tenant_id)  # before taking a connection
     page = await chains.page(
         tenant,
         status=status,

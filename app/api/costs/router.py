@@ -8,7 +8,7 @@ from uuid import UUID
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import JSONResponse, Response
 
-from app.api.access import AnyCaller, RequireCostView
+from app.api.access import AnyCaller, TenantForCostView
 from app.api.costs.schemas import (
     FIGURES,
     CostGroup,
@@ -94,9 +94,7 @@ def _check_span(start: datetime | date, end: datetime | date, longest: timedelta
     responses={200: _CSV_DOC, **problems(401, 403, 404, 422)},
 )
 async def get_costs(
-    tenant_id: str,
-    caller: RequireCostView,
-    state: State,
+    tenant: TenantForCostView,
     reports: Reports,
     since: Annotated[Moment | None, Query(alias="from", description="Inclusive, UTC.")] = None,
     until: Annotated[Moment | None, Query(alias="to", description="Exclusive, UTC.")] = None,
@@ -116,7 +114,6 @@ async def get_costs(
     exact to 1e-12 USD. `totals` count every call of the period, also when `truncated` says
     groups were left out. `order=cost&limit=10` gives the ten costliest groups. Calls of tasks
     deleted since (retention, erasure) still count, by their UTC day (their task: `null`)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     start, end = _period(since, until)
     _check_split(group_by, split_by)
     costs = await reports.grouped(
@@ -159,9 +156,7 @@ async def get_costs(
     responses={200: _CSV_DOC, **problems(401, 403, 404, 422)},
 )
 async def get_usage(
-    tenant_id: str,
-    caller: RequireCostView,
-    state: State,
+    tenant: TenantForCostView,
     reports: Reports,
     since: Annotated[Day | None, Query(alias="from", description="Inclusive UTC day.")] = None,
     until: Annotated[Day | None, Query(alias="to", description="Exclusive UTC day.")] = None,
@@ -169,7 +164,6 @@ async def get_usage(
 ) -> Response:
     """The daily roll-up of model calls (kept as calls are recorded): per day and model, per
     model, and in all."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     end = until or datetime.now(UTC).date() + timedelta(days=1)
     start = since or end - DEFAULT_SPAN
     _check_span(start, end, MAX_SPAN)

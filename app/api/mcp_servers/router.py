@@ -5,7 +5,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Response, status
 
-from app.api.access import RequireToolConfigure
+from app.api.access import RequireToolConfigure, TenantForToolConfigure
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
@@ -38,10 +38,9 @@ _ONE = "/{tenant_id}/mcp-servers/{server_id}"
     responses=problems(401, 403, 404, 409, 422),
 )
 async def post_server(
-    tenant_id: str,
     body: McpServerCreate,
     caller: RequireToolConfigure,
-    state: State,
+    tenant: TenantForToolConfigure,
     servers: Servers,
 ) -> McpServerOut:
     """Registers a remote MCP server (streamable HTTP) and asks it for its tools at once: they
@@ -50,7 +49,6 @@ async def post_server(
     must pass the SSRF guard: private and loopback ones only where the tenant's (or the
     operator's) network allow-list admits them. The name is unique in the tenant (409
     `mcp-server-exists`). Audited (`mcp_server.create`; secret references, never values)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record = await servers.create(
         caller,
         tenant,
@@ -68,37 +66,31 @@ async def post_server(
     summary="List a tenant's MCP servers",
     responses=problems(401, 403, 404, 422),
 )
-async def get_servers(
-    tenant_id: str, caller: RequireToolConfigure, state: State, servers: Servers
-) -> McpServerList:
+async def get_servers(tenant: TenantForToolConfigure, servers: Servers) -> McpServerList:
     """By name, each with its status and the tools it offered when last asked."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return McpServerList(items=[McpServerOut.of(record) for record in await servers.all(tenant)])
 
 
 @router.get(_ONE, summary="Read an MCP server", responses=problems(401, 403, 404, 422))
 async def get_server(
-    tenant_id: str, server_id: UUID, caller: RequireToolConfigure, state: State, servers: Servers
+    server_id: UUID, tenant: TenantForToolConfigure, servers: Servers
 ) -> McpServerOut:
     """Its status (`ok`, `error` with why, `unknown` before it was first asked), when it was
     last established, and its tools with their JSON Schemas."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return McpServerOut.of(await servers.get(tenant, server_id))
 
 
 @router.patch(_ONE, summary="Change an MCP server", responses=problems(401, 403, 404, 409, 422))
 async def patch_server(
-    tenant_id: str,
     server_id: UUID,
     body: McpServerUpdate,
     caller: RequireToolConfigure,
-    state: State,
+    tenant: TenantForToolConfigure,
     servers: Servers,
 ) -> McpServerOut:
     """Changes the fields given. A new `url` or new `headers` open a new session and ask the
     server for its tools again; a new `name` renames its tools. Audited
     (`mcp_server.update`, with the changed fields before and after)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return McpServerOut.of(await servers.update(caller, tenant, server_id, body.changes()))
 
 
@@ -109,11 +101,10 @@ async def patch_server(
     responses=problems(401, 403, 404, 422),
 )
 async def delete_one(
-    tenant_id: str, server_id: UUID, caller: RequireToolConfigure, state: State, servers: Servers
+    server_id: UUID, caller: RequireToolConfigure, tenant: TenantForToolConfigure, servers: Servers
 ) -> Response:
     """Its tools are no longer offered and its session is closed. Audited
     (`mcp_server.delete`)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     await servers.delete(caller, tenant, server_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -124,11 +115,10 @@ async def delete_one(
     responses=problems(401, 403, 404, 422),
 )
 async def post_refresh(
-    tenant_id: str, server_id: UUID, caller: RequireToolConfigure, state: State, servers: Servers
+    server_id: UUID, tenant: TenantForToolConfigure, servers: Servers
 ) -> McpServerOut:
     """Opens a new session (its headers' secrets resolved anew: do this after changing one),
     lists the server's tools and stores what it offers, or why it could not be asked. Servers
     that announce changes to their tools (`notifications/tools/list_changed`) are asked
     again on their own."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return McpServerOut.of(await servers.refresh(tenant, server_id))

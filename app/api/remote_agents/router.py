@@ -6,7 +6,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Response, status
 
-from app.api.access import RequireToolConfigure
+from app.api.access import RequireToolConfigure, TenantForToolConfigure
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
@@ -39,10 +39,9 @@ _ONE = "/{tenant_id}/remote-agents/{remote_agent_id}"
     responses=problems(401, 403, 404, 409, 422),
 )
 async def post_agent(
-    tenant_id: str,
     body: RemoteAgentCreate,
     caller: RequireToolConfigure,
-    state: State,
+    tenant: TenantForToolConfigure,
     agents: RemoteAgentsOf,
 ) -> RemoteAgentOut:
     """Fetches the agent's card from `card_url` and registers the agent: each skill of the
@@ -56,7 +55,6 @@ async def post_agent(
     `headers`, for a secret not set). The name is unique in the tenant, among its MCP
     servers too (409 `remote-agent-exists`). Audited (`remote_agent.create`; secret
     references, never values)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record = await agents.create(
         caller,
         tenant,
@@ -73,24 +71,16 @@ async def post_agent(
     summary="List a tenant's remote A2A agents",
     responses=problems(401, 403, 404, 422),
 )
-async def get_agents(
-    tenant_id: str, caller: RequireToolConfigure, state: State, agents: RemoteAgentsOf
-) -> RemoteAgentList:
+async def get_agents(tenant: TenantForToolConfigure, agents: RemoteAgentsOf) -> RemoteAgentList:
     """By name, each with its card as last fetched and the tools its skills are."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return RemoteAgentList(items=[RemoteAgentOut.of(record) for record in await agents.all(tenant)])
 
 
 @router.get(_ONE, summary="Read a remote A2A agent", responses=problems(401, 403, 404, 422))
 async def get_agent(
-    tenant_id: str,
-    remote_agent_id: UUID,
-    caller: RequireToolConfigure,
-    state: State,
-    agents: RemoteAgentsOf,
+    remote_agent_id: UUID, tenant: TenantForToolConfigure, agents: RemoteAgentsOf
 ) -> RemoteAgentOut:
     """Its card as last fetched, and the tools its skills are."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return RemoteAgentOut.of(await agents.get(tenant, remote_agent_id))
 
 
@@ -98,18 +88,16 @@ async def get_agent(
     _ONE, summary="Change a remote A2A agent", responses=problems(401, 403, 404, 409, 422)
 )
 async def patch_agent(
-    tenant_id: str,
     remote_agent_id: UUID,
     body: RemoteAgentUpdate,
     caller: RequireToolConfigure,
-    state: State,
+    tenant: TenantForToolConfigure,
     agents: RemoteAgentsOf,
 ) -> RemoteAgentOut:
     """Changes the fields given. `refresh: true`, or new `headers`, fetch its card again
     (nothing changes when that fails: 422); its tools become what the card lists now. A new
     `name` renames its tools; `enabled: false` stops offering them. Audited
     (`remote_agent.update`, with the changed fields before and after)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record = await agents.update(
         caller, tenant, remote_agent_id, body.changes(), refetch=body.refetches
     )
@@ -123,13 +111,11 @@ async def patch_agent(
     responses=problems(401, 403, 404, 422),
 )
 async def delete_one(
-    tenant_id: str,
     remote_agent_id: UUID,
     caller: RequireToolConfigure,
-    state: State,
+    tenant: TenantForToolConfigure,
     agents: RemoteAgentsOf,
 ) -> Response:
     """Its tools are no longer offered. Audited (`remote_agent.delete`)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     await agents.delete(caller, tenant, remote_agent_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -4,7 +4,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Response, status
 
-from app.api.access import RequireSecretConfigure
+from app.api.access import RequireSecretConfigure, TenantForSecretConfigure
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
@@ -34,11 +34,10 @@ Secrets = Annotated[SecretService, Depends(_secrets)]
     },
 )
 async def put_secret(
-    tenant_id: str,
     name: SecretName,
     body: SecretValue,
     caller: RequireSecretConfigure,
-    state: State,
+    tenant: TenantForSecretConfigure,
     secrets: Secrets,
     response: Response,
 ) -> SecretOut:
@@ -51,7 +50,6 @@ async def put_secret(
     one a header can carry (visible ASCII), else 422. Runs starting from now use the new
     value (on other instances within `OMNIFORGE_TENANT_CACHE_S`). Audited (`secret.put`, with
     its scope, without the value)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record, created = await secrets.put(caller, tenant, name, body.value, body.scope())
     if created:
         response.status_code = status.HTTP_201_CREATED
@@ -64,16 +62,14 @@ async def put_secret(
     responses=problems(401, 403, 404, 422),
 )
 async def scope_secret(
-    tenant_id: str,
     name: SecretName,
     body: SecretScope,
     caller: RequireSecretConfigure,
-    state: State,
+    tenant: TenantForSecretConfigure,
     secrets: Secrets,
 ) -> SecretOut:
     """Sets the secret's `usable_by` (null: anyone of the tenant); its value stays. Runs and
     MCP sessions starting from now are held to it. Audited (`secret.scope`)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return SecretOut.of(await secrets.set_scope(caller, tenant, name, body.usable_by))
 
 
@@ -83,15 +79,12 @@ async def scope_secret(
     responses=problems(401, 403, 404, 422),
 )
 async def list_secrets(
-    tenant_id: str,
-    caller: RequireSecretConfigure,
-    state: State,
+    tenant: TenantForSecretConfigure,
     secrets: Secrets,
     cursor: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> SecretPage:
     """By name: who set each when, and who may use it; never a value."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     after = decode_key_cursor(cursor) if cursor else None
     return SecretPage.of(await secrets.page(tenant, after=after, limit=limit), limit)
 
@@ -103,14 +96,12 @@ async def list_secrets(
     responses=problems(401, 403, 404, 422),
 )
 async def delete_secret(
-    tenant_id: str,
     name: SecretName,
     caller: RequireSecretConfigure,
-    state: State,
+    tenant: TenantForSecretConfigure,
     secrets: Secrets,
 ) -> Response:
     """Runs starting from now no longer find it (a reference to it fails the call with
     `secret_not_found`). Audited (`secret.delete`)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     await secrets.delete(caller, tenant, name)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -6,12 +6,17 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Query, status
 
 from app.api.access import (
-    RequireAuditRead,
     RequireCostConfigure,
     RequirePlatformAdmin,
     RequireRateLimitConfigure,
     RequireTenantManage,
     RequireToolConfigure,
+    TenantForAuditRead,
+    TenantForCostConfigure,
+    TenantForPlatformAdmin,
+    TenantForRateLimitConfigure,
+    TenantForTenantManage,
+    TenantForToolConfigure,
 )
 from app.api.deps import State
 from app.api.errors import problems
@@ -89,9 +94,9 @@ async def list_tenants(
 
 
 @router.get("/{tenant_id}", summary="Read a tenant", responses=problems(401, 403, 404, 422))
-async def get_tenant(tenant_id: str, caller: RequireTenantManage, state: State) -> TenantOut:
+async def get_tenant(tenant: TenantForTenantManage) -> TenantOut:
     """A tenant admin reads its own tenant; a platform admin any."""
-    return TenantOut.of((await caller.scope(state.tenants, tenant_id)).record)
+    return TenantOut.of(tenant.record)
 
 
 @router.patch(
@@ -100,15 +105,13 @@ async def get_tenant(tenant_id: str, caller: RequireTenantManage, state: State) 
     responses=problems(401, 403, 404, 422),
 )
 async def patch_tenant(
-    tenant_id: str,
     body: TenantUpdate,
     caller: RequirePlatformAdmin,
-    state: State,
+    tenant: TenantForPlatformAdmin,
     tenants: Tenants,
 ) -> TenantOut:
     """Platform admins only. A disabled tenant's tokens are refused with 403 (on this
     instance at once, on others within `OMNIFORGE_TENANT_CACHE_S`)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record = await tenants.update(caller, tenant, name=body.name, status=body.status)
     return TenantOut.of(record)
 
@@ -118,13 +121,11 @@ async def patch_tenant(
     summary="A tenant's visibility settings",
     responses=problems(401, 403, 404, 422),
 )
-async def get_visibility(
-    tenant_id: str, caller: RequireToolConfigure, state: State
-) -> VisibilityPolicy:
+async def get_visibility(tenant: TenantForToolConfigure) -> VisibilityPolicy:
     """A thinking step (the model's reasoning) is shown at the level these rules give the LLM
     tool (tool type `llm`, tool name `llm`), else at its stored level; a synthesis step (the
     answer, which the task's `result` shows anyway) always at its stored level."""
-    return (await caller.scope(state.tenants, tenant_id)).visibility
+    return tenant.visibility
 
 
 @router.put(
@@ -133,10 +134,9 @@ async def get_visibility(
     responses=problems(401, 403, 404, 422),
 )
 async def put_visibility(
-    tenant_id: str,
     policy: VisibilityPolicy,
     caller: RequireToolConfigure,
-    state: State,
+    tenant: TenantForToolConfigure,
     tenants: Tenants,
 ) -> VisibilityPolicy:
     """Levels (`full`, `summary`, `hidden`) per tool type and per tool name, per-role
@@ -146,7 +146,6 @@ async def put_visibility(
     these rules give the LLM tool (tool type `llm`, tool name `llm`), else at its stored level;
     a synthesis step (the answer, which the task's `result` shows anyway) always at its stored
     level."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record = await tenants.set_visibility(caller, tenant, policy)
     return VisibilityPolicy.model_validate(record.visibility)
 
@@ -156,8 +155,7 @@ async def put_visibility(
     summary="The tools a tenant's runs may use",
     responses=problems(401, 403, 404, 422),
 )
-async def get_tools(tenant_id: str, caller: RequireToolConfigure, state: State) -> ToolSettings:
-    tenant = await caller.scope(state.tenants, tenant_id)
+async def get_tools(tenant: TenantForToolConfigure) -> ToolSettings:
     return ToolSettings(enabled_tools=tenant.record.enabled_tools)
 
 
@@ -167,14 +165,12 @@ async def get_tools(tenant_id: str, caller: RequireToolConfigure, state: State) 
     responses=problems(401, 403, 404, 422),
 )
 async def put_tools(
-    tenant_id: str,
     body: ToolSettings,
     caller: RequireToolConfigure,
-    state: State,
+    tenant: TenantForToolConfigure,
     tenants: Tenants,
 ) -> ToolSettings:
     """`null` enables every registered tool. Audited with the list before and after."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record = await tenants.set_tools(caller, tenant, body.enabled_tools)
     return ToolSettings(enabled_tools=record.enabled_tools)
 
@@ -184,9 +180,8 @@ async def put_tools(
     summary="Where a tenant's HTTP tools and MCP servers may go past the SSRF guard",
     responses=problems(401, 403, 404, 422),
 )
-async def get_network(tenant_id: str, caller: RequireToolConfigure, state: State) -> NetworkOut:
+async def get_network(tenant: TenantForToolConfigure) -> NetworkOut:
     """The tenant's own list and the platform's allowance for it."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return NetworkOut.of(tenant.record.network_allow)
 
 
@@ -196,10 +191,9 @@ async def get_network(tenant_id: str, caller: RequireToolConfigure, state: State
     responses=problems(401, 403, 404, 422),
 )
 async def put_network(
-    tenant_id: str,
     body: NetworkSettings,
     caller: RequireToolConfigure,
-    state: State,
+    tenant: TenantForToolConfigure,
     tenants: Tenants,
 ) -> NetworkOut:
     """`allow`, the tenant's own list: host names its `http_request` may call and public
@@ -210,7 +204,6 @@ async def put_network(
     MCP servers, remote agents and webhooks may reach. Cloud metadata endpoints stay refused
     whatever either says, and so does the service's own port unless an entry names it with
     its address. Audited with the lists before and after."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record = await tenants.set_network(
         caller, tenant, allow=body.allow, platform_allow=body.platform_allow
     )
@@ -222,10 +215,7 @@ async def put_network(
     summary="Which tool calls of a tenant's runs wait for a human",
     responses=problems(401, 403, 404, 422),
 )
-async def get_approvals(
-    tenant_id: str, caller: RequireToolConfigure, state: State
-) -> ApprovalRules:
-    tenant = await caller.scope(state.tenants, tenant_id)
+async def get_approvals(tenant: TenantForToolConfigure) -> ApprovalRules:
     return ApprovalRules.model_validate(tenant.record.approvals or {})
 
 
@@ -235,17 +225,15 @@ async def get_approvals(
     responses=problems(401, 403, 404, 422),
 )
 async def put_approvals(
-    tenant_id: str,
     body: ApprovalRules,
     caller: RequireToolConfigure,
-    state: State,
+    tenant: TenantForToolConfigure,
     tenants: Tenants,
 ) -> ApprovalRules:
     """Rules by tool name and by tool type (`always` or `never`), and how long a call waits
     (`timeout_s`) before it is denied on its own. With a tool's own `approval` and its
     agent's rules, any `always` wins. Applies to calls made from now on. Audited with the
     rules before and after."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record = await tenants.set_approvals(caller, tenant, body)
     return ApprovalRules.model_validate(record.approvals or {})
 
@@ -255,10 +243,8 @@ async def put_approvals(
     summary="A tenant's rate limits and default budget",
     responses=problems(401, 403, 404, 422),
 )
-async def get_quotas(
-    tenant_id: str, caller: RequireRateLimitConfigure, state: State
-) -> TenantQuotas:
-    return (await caller.scope(state.tenants, tenant_id)).quotas
+async def get_quotas(tenant: TenantForRateLimitConfigure) -> TenantQuotas:
+    return tenant.quotas
 
 
 @router.put(
@@ -267,10 +253,9 @@ async def get_quotas(
     responses=problems(401, 403, 404, 422),
 )
 async def put_quotas(
-    tenant_id: str,
     quotas: TenantQuotas,
     caller: RequireRateLimitConfigure,
-    state: State,
+    tenant: TenantForRateLimitConfigure,
     tenants: Tenants,
 ) -> TenantQuotas:
     """Replaces every limit (unset ones no longer limit). Submissions over
@@ -278,7 +263,6 @@ async def put_quotas(
     inside a run, a call over a limit waits up to `max_wait_s`, then the run ends
     `rate_limited`. `default_budget` fills the budget limits a task leaves unset. Audited with
     the settings before and after."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return quotas_of(await tenants.set_quotas(caller, tenant, quotas))
 
 
@@ -287,8 +271,8 @@ async def put_quotas(
     summary="A tenant's model policy",
     responses=problems(401, 403, 404, 422),
 )
-async def get_models(tenant_id: str, caller: RequireCostConfigure, state: State) -> ModelPolicy:
-    return (await caller.scope(state.tenants, tenant_id)).models
+async def get_models(tenant: TenantForCostConfigure) -> ModelPolicy:
+    return tenant.models
 
 
 @router.put(
@@ -297,17 +281,15 @@ async def get_models(tenant_id: str, caller: RequireCostConfigure, state: State)
     responses=problems(401, 403, 404, 422),
 )
 async def put_models(
-    tenant_id: str,
     policy: ModelPolicy,
     caller: RequireCostConfigure,
-    state: State,
+    tenant: TenantForCostConfigure,
     tenants: Tenants,
 ) -> ModelPolicy:
     """Approved models (with `*`/`?` wildcards; `null` approves every configured one), the
     default model of tasks naming none, and output-token caps. A task naming an unapproved
     model is refused with 422 `model-not-approved`; runs never reach one, fallbacks included.
     Audited with the policy before and after."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record = await tenants.set_models(caller, tenant, policy)
     return ModelPolicy.model_validate(record.models)
 
@@ -317,10 +299,7 @@ async def put_models(
     summary="How long a tenant's data is kept",
     responses=problems(401, 403, 404, 422),
 )
-async def get_retention(
-    tenant_id: str, caller: RequireTenantManage, state: State, tenants: Tenants
-) -> RetentionOut:
-    tenant = await caller.scope(state.tenants, tenant_id)
+async def get_retention(tenant: TenantForTenantManage, tenants: Tenants) -> RetentionOut:
     return RetentionOut.of(tenant.record, tenants.retention_periods(tenant.record))
 
 
@@ -330,10 +309,9 @@ async def get_retention(
     responses=problems(401, 403, 404, 422),
 )
 async def put_retention(
-    tenant_id: str,
     body: RetentionSettings,
     caller: RequireTenantManage,
-    state: State,
+    tenant: TenantForTenantManage,
     tenants: Tenants,
 ) -> RetentionOut:
     """Days from 1 to 3650; `null` (or left out) follows the platform's default
@@ -341,7 +319,6 @@ async def put_retention(
     finished tasks, idle conversations and files past `retention_days`, and audit events past
     `audit_retention_days`; running, queued and waiting tasks are never purged. Audited with
     the settings before and after."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record = await tenants.set_retention(
         caller,
         tenant,
@@ -357,8 +334,7 @@ async def put_retention(
     responses=problems(401, 403, 404, 422),
 )
 async def get_audit(
-    tenant_id: str,
-    caller: RequireAuditRead,
+    tenant: TenantForAuditRead,
     state: State,
     action: Annotated[
         str | None, Query(max_length=64, description="An action, or a prefix: `tenant.*`.")
@@ -372,7 +348,6 @@ async def get_audit(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> AuditPage:
     """Newest first. Append-only: no route changes or deletes an event."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     records = await audit_page(
         state.database,
         tenant,

@@ -7,7 +7,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query, Response, status
 
-from app.api.access import RequireWebhookConfigure
+from app.api.access import RequireWebhookConfigure, TenantForWebhookConfigure
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
@@ -49,17 +49,15 @@ TenantWebhooks = Annotated[WebhookService, Depends(_webhooks)]
     responses=problems(401, 403, 404, 422),
 )
 async def post_webhook(
-    tenant_id: str,
     body: WebhookCreate,
     caller: RequireWebhookConfigure,
-    state: State,
+    tenant: TenantForWebhookConfigure,
     webhooks: TenantWebhooks,
 ) -> WebhookCreated:
     """The endpoint receives the events it names, each a POST in the Standard Webhooks format
     signed with its secret, which this answer shows once. Its URL must pass the SSRF guard
     (private and loopback addresses only where the tenant's or the operator's network
     allow-list admits them), now and at every delivery. Audited (`webhook.create`)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record, secret = await webhooks.create(
         caller,
         tenant,
@@ -74,14 +72,8 @@ async def post_webhook(
 @router.get(
     _ALL, summary="List a tenant's webhook endpoints", responses=problems(401, 403, 404, 422)
 )
-async def get_webhooks(
-    tenant_id: str,
-    caller: RequireWebhookConfigure,
-    state: State,
-    webhooks: TenantWebhooks,
-) -> WebhookList:
+async def get_webhooks(tenant: TenantForWebhookConfigure, webhooks: TenantWebhooks) -> WebhookList:
     """Oldest first; secrets are never shown again."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return WebhookList.of(await webhooks.endpoints(tenant))
 
 
@@ -91,14 +83,10 @@ async def get_webhooks(
     responses=problems(401, 403, 404, 422),
 )
 async def get_task_secret(
-    tenant_id: str,
-    caller: RequireWebhookConfigure,
-    state: State,
-    webhooks: TenantWebhooks,
+    tenant: TenantForWebhookConfigure, webhooks: TenantWebhooks
 ) -> TaskSecretOut:
     """What signs the deliveries to a task's own `webhook_url`: one secret per tenant, made on
     first use."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     secret, at = await webhooks.task_secret(tenant)
     return TaskSecretOut(secret=secret, updated_at=at)
 
@@ -109,41 +97,30 @@ async def get_task_secret(
     responses=problems(401, 403, 404, 422),
 )
 async def post_task_secret_rotation(
-    tenant_id: str,
-    caller: RequireWebhookConfigure,
-    state: State,
-    webhooks: TenantWebhooks,
+    caller: RequireWebhookConfigure, tenant: TenantForWebhookConfigure, webhooks: TenantWebhooks
 ) -> TaskSecretOut:
     """Deliveries from now on are signed with the new secret. Audited."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     secret, at = await webhooks.rotate_task_secret(caller, tenant)
     return TaskSecretOut(secret=secret, updated_at=at)
 
 
 @router.get(_ONE, summary="Read a webhook endpoint", responses=problems(401, 403, 404, 422))
 async def get_webhook(
-    tenant_id: str,
-    webhook_id: UUID,
-    caller: RequireWebhookConfigure,
-    state: State,
-    webhooks: TenantWebhooks,
+    webhook_id: UUID, tenant: TenantForWebhookConfigure, webhooks: TenantWebhooks
 ) -> WebhookOut:
-    tenant = await caller.scope(state.tenants, tenant_id)
     return WebhookOut.of(await webhooks.endpoint(tenant, webhook_id))
 
 
 @router.patch(_ONE, summary="Change a webhook endpoint", responses=problems(401, 403, 404, 422))
 async def patch_webhook(
-    tenant_id: str,
     webhook_id: UUID,
     body: WebhookUpdate,
     caller: RequireWebhookConfigure,
-    state: State,
+    tenant: TenantForWebhookConfigure,
     webhooks: TenantWebhooks,
 ) -> WebhookOut:
     """Changes the fields given; `enabled: false` pauses it: runs make no new deliveries to
     it, and those stored wait until it is enabled again. Audited (`webhook.update`)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return WebhookOut.of(await webhooks.update(caller, tenant, webhook_id, body.changes()))
 
 
@@ -154,14 +131,12 @@ async def patch_webhook(
     responses=problems(401, 403, 404, 422),
 )
 async def delete_one(
-    tenant_id: str,
     webhook_id: UUID,
     caller: RequireWebhookConfigure,
-    state: State,
+    tenant: TenantForWebhookConfigure,
     webhooks: TenantWebhooks,
 ) -> Response:
     """Its deliveries go with it. Audited (`webhook.delete`)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     await webhooks.delete(caller, tenant, webhook_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -172,14 +147,12 @@ async def delete_one(
     responses=problems(401, 403, 404, 422),
 )
 async def post_rotation(
-    tenant_id: str,
     webhook_id: UUID,
     caller: RequireWebhookConfigure,
-    state: State,
+    tenant: TenantForWebhookConfigure,
     webhooks: TenantWebhooks,
 ) -> WebhookCreated:
     """The new secret, shown this once; attempts from now on are signed with it. Audited."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     record, secret = await webhooks.rotate_secret(caller, tenant, webhook_id)
     return WebhookCreated.with_secret(record, secret)
 
@@ -190,16 +163,13 @@ async def post_rotation(
     responses=problems(401, 403, 404, 422),
 )
 async def get_endpoint_deliveries(
-    tenant_id: str,
     webhook_id: UUID,
-    caller: RequireWebhookConfigure,
-    state: State,
+    tenant: TenantForWebhookConfigure,
     webhooks: TenantWebhooks,
     task_id: TaskFilter = None,
     limit: Limit = 50,
 ) -> DeliveryList:
     """Newest first, each with its status and how its last attempt went."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     records = await webhooks.deliveries(
         tenant, webhook_id=webhook_id, task_id=task_id, one_off=False, limit=limit
     )
@@ -212,16 +182,13 @@ async def get_endpoint_deliveries(
     responses=problems(401, 403, 404, 422),
 )
 async def get_deliveries(
-    tenant_id: str,
-    caller: RequireWebhookConfigure,
-    state: State,
+    tenant: TenantForWebhookConfigure,
     webhooks: TenantWebhooks,
     task_id: TaskFilter = None,
     one_off: Annotated[bool, Query(description="Only those to tasks' own `webhook_url`.")] = False,
     limit: Limit = 50,
 ) -> DeliveryList:
     """Every endpoint's and tasks' one-off ones, newest first."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     records = await webhooks.deliveries(
         tenant, webhook_id=None, task_id=task_id, one_off=one_off, limit=limit
     )
@@ -230,15 +197,10 @@ async def get_deliveries(
 
 @router.get(_DELIVERY, summary="Read a webhook delivery", responses=problems(401, 403, 404, 422))
 async def get_delivery(
-    tenant_id: str,
-    delivery_id: UUID,
-    caller: RequireWebhookConfigure,
-    state: State,
-    webhooks: TenantWebhooks,
+    delivery_id: UUID, tenant: TenantForWebhookConfigure, webhooks: TenantWebhooks
 ) -> DeliveryDetail:
     """With every attempt: when, how long, the receiver's status and the start of its answer,
     or why it failed."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return DeliveryDetail.with_attempts(*await webhooks.delivery(tenant, delivery_id))
 
 
@@ -248,13 +210,11 @@ async def get_delivery(
     responses=problems(401, 403, 404, 422),
 )
 async def post_redelivery(
-    tenant_id: str,
     delivery_id: UUID,
     caller: RequireWebhookConfigure,
-    state: State,
+    tenant: TenantForWebhookConfigure,
     webhooks: TenantWebhooks,
 ) -> DeliveryOut:
     """Due again now, with the same `webhook-id` (receivers deduplicate by it), and retried
     for another day should it fail. Audited (`webhook.redeliver`)."""
-    tenant = await caller.scope(state.tenants, tenant_id)
     return DeliveryOut.of(await webhooks.redeliver(caller, tenant, delivery_id))
