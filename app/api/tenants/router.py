@@ -35,7 +35,7 @@ from app.api.tenants.schemas import (
     TenantUpdate,
     ToolSettings,
 )
-from app.governance.audit_log import audit_page
+from app.governance.audit_log import AuditFilter, audit_page
 from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
 from app.governance.retention import RetentionDefaults
@@ -348,15 +348,11 @@ async def get_audit(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)] = 50,
 ) -> AuditPage:
     """Newest first. Append-only: no route changes or deletes an event."""
+    wanted = AuditFilter(action, actor, resource_type, resource_id, aware(since), aware(until))
     records = await audit_page(
         state.database,
         tenant,
-        action=action,
-        actor=actor,
-        resource_type=resource_type,
-        resource_id=resource_id,
-        since=aware(since),
-        until=aware(until),
+        wanted,
         before_id=decode_int_cursor(cursor) if cursor else None,
         limit=limit,
     )

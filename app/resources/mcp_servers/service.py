@@ -7,11 +7,12 @@ from typing import Any
 from uuid import UUID
 
 from app.chain.models import utc_now
-from app.errors import NotFound, OmniForgeError
+from app.errors import OmniForgeError
 from app.governance.audit import AuditAction
 from app.governance.auditing import ResourceAudit
 from app.governance.callers import Caller
 from app.governance.tenants import Tenant
+from app.resources.audited import AuditedRows
 from app.resources.mcp_servers.sessions import McpServers
 from app.resources.mcp_servers.store import McpServerRecord, McpServerRepository
 from app.resources.secrets.headers import check_headers
@@ -38,16 +39,22 @@ class McpServerService:
     servers: McpServers | None
     vault: SecretVault | None
 
+    @property
+    def _rows(self) -> AuditedRows[McpServerRecord]:
+        return AuditedRows(
+            self.database,
+            McpServerRepository,
+            _audit,
+            "MCP server",
+            AuditAction.MCP_SERVER_UPDATE,
+            AuditAction.MCP_SERVER_DELETE,
+        )
+
     async def all(self, tenant: Tenant) -> list[McpServerRecord]:
-        async with self.database.read() as connection:
-            return await McpServerRepository(connection, tenant.id).all()
+        return await self._rows.all(tenant)
 
     async def get(self, tenant: Tenant, server_id: UUID) -> McpServerRecord:
-        async with self.database.read() as connection:
-            record = await McpServerRepository(connection, tenant.id).get(server_id)
-        if record is None:
-            raise _not_found(server_id)
-        return record
+        return await self._rows.get(tenant, server_id)
 
     async def create(
         self,
@@ -87,47 +94,24 @@ class McpServerService:
         servers = self._servers()
         if "headers" in changes:
             await check_headers(self.vault, tenant.id, changes["headers"])
-        async with self.database.transaction() as connection:
-            repository = McpServerRepository(connection, tenant.id)
-            before = await repository.get(server_id)
-            if before is None:
-                raise _not_found(server_id)
-            changes = {
-                name: value for name, value in changes.items() if getattr(before, name) != value
-            }
-            if not changes:
-                return before
-            record = await repository.update(server_id, changes, at=utc_now())
-            assert record is not None
-            await _audit(
-                connection,
-                caller,
-                tenant,
-                AuditAction.MCP_SERVER_UPDATE,
-                before,
-                record,
-                set(changes),
-            )
+        record, changed = await self._rows.update(caller, tenant, server_id, changes)
+        if not changed:
+            return record
         servers.changed(tenant.id)
-        if _REACHED_BY & set(changes):
+        if _REACHED_BY & set(changed):
             record = await servers.refresh(tenant.id, server_id) or record
         return record
 
     async def delete(self, caller: Caller, tenant: Tenant, server_id: UUID) -> None:
         servers = self._servers()
-        async with self.database.transaction() as connection:
-            repository = McpServerRepository(connection, tenant.id)
-            before = await repository.get(server_id)
-            if before is None or not await repository.delete(server_id):
-                raise _not_found(server_id)
-            await _audit(connection, caller, tenant, AuditAction.MCP_SERVER_DELETE, before, None)
+        await self._rows.delete(caller, tenant, server_id)
         servers.removed(tenant.id, server_id)
 
     async def refresh(self, tenant: Tenant, server_id: UUID) -> McpServerRecord:
         """Asks the server for its tools now, in a new session."""
         record = await self._servers().refresh(tenant.id, server_id)
         if record is None:
-            raise _not_found(server_id)
+            raise self._rows.not_found(server_id)
         return record
 
     def _servers(self) -> McpServers:
@@ -150,10 +134,6 @@ def audited(record: McpServerRecord, fields: set[str] | None = None) -> dict[str
         "tool_roles": record.tool_roles,
     }
     return {name: document[name] for name in _CONFIG if fields is None or name in fields}
-
-
-def _not_found(server_id: UUID) -> NotFound:
-    return NotFound("MCP server", str(server_id))
 
 
 _audit = ResourceAudit("mcp_server", audited)

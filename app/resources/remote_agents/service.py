@@ -10,11 +10,12 @@ from a2a.types import AgentCard
 
 from app.chain import ErrorCode
 from app.chain.models import utc_now
-from app.errors import NotFound, OmniForgeError
+from app.errors import OmniForgeError
 from app.governance.audit import AuditAction
 from app.governance.auditing import ResourceAudit
 from app.governance.callers import Caller
 from app.governance.tenants import Tenant
+from app.resources.audited import AuditedRows
 from app.resources.remote_agents.skills import RemoteAgents
 from app.resources.remote_agents.store import RemoteAgentRecord, RemoteAgentRepository
 from app.resources.secrets.headers import check_headers
@@ -55,16 +56,23 @@ class RemoteAgentService:
     agents: RemoteAgents | None
     vault: SecretVault | None
 
+    @property
+    def _rows(self) -> AuditedRows[RemoteAgentRecord]:
+        return AuditedRows(
+            self.database,
+            RemoteAgentRepository,
+            _audit,
+            "remote agent",
+            AuditAction.REMOTE_AGENT_UPDATE,
+            AuditAction.REMOTE_AGENT_DELETE,
+            audited_fields=_audited_fields,
+        )
+
     async def all(self, tenant: Tenant) -> list[RemoteAgentRecord]:
-        async with self.database.read() as connection:
-            return await RemoteAgentRepository(connection, tenant.id).all()
+        return await self._rows.all(tenant)
 
     async def get(self, tenant: Tenant, agent_id: UUID) -> RemoteAgentRecord:
-        async with self.database.read() as connection:
-            record = await RemoteAgentRepository(connection, tenant.id).get(agent_id)
-        if record is None:
-            raise _not_found(agent_id)
-        return record
+        return await self._rows.get(tenant, agent_id)
 
     async def create(
         self,
@@ -116,40 +124,14 @@ class RemoteAgentService:
             name = changes.get("name", current.name)
             card = await _fetched(agents, tenant, name, current.card_url, headers)
             changes = changes | {"card": card_document(card), "fetched_at": utc_now()}
-        async with self.database.transaction() as connection:
-            repository = RemoteAgentRepository(connection, tenant.id)
-            before = await repository.get(agent_id)
-            if before is None:
-                raise _not_found(agent_id)
-            changes = {
-                name: value for name, value in changes.items() if getattr(before, name) != value
-            }
-            if not changes:
-                return before
-            record = await repository.update(agent_id, changes, at=utc_now())
-            assert record is not None
-            fields = {"skills" if name == "card" else name for name in changes} - {"fetched_at"}
-            if fields:  # a refresh that found the same card only moves `fetched_at`
-                await _audit(
-                    connection,
-                    caller,
-                    tenant,
-                    AuditAction.REMOTE_AGENT_UPDATE,
-                    before,
-                    record,
-                    fields,
-                )
-        agents.changed(tenant.id)
+        record, changed = await self._rows.update(caller, tenant, agent_id, changes)
+        if changed:
+            agents.changed(tenant.id)
         return record
 
     async def delete(self, caller: Caller, tenant: Tenant, agent_id: UUID) -> None:
         agents = self._agents()
-        async with self.database.transaction() as connection:
-            repository = RemoteAgentRepository(connection, tenant.id)
-            before = await repository.get(agent_id)
-            if before is None or not await repository.delete(agent_id):
-                raise _not_found(agent_id)
-            await _audit(connection, caller, tenant, AuditAction.REMOTE_AGENT_DELETE, before, None)
+        await self._rows.delete(caller, tenant, agent_id)
         agents.changed(tenant.id)
 
     def _agents(self) -> RemoteAgents:
@@ -189,8 +171,10 @@ def audited(record: RemoteAgentRecord, fields: set[str] | None = None) -> dict[s
     return {name: document[name] for name in _CONFIG if fields is None or name in fields}
 
 
-def _not_found(agent_id: UUID) -> NotFound:
-    return NotFound("remote agent", str(agent_id))
+def _audited_fields(changed: set[str]) -> set[str]:
+    """An update's audited fields: a new card as its skills; a refresh that found the same
+    card only moves `fetched_at`, which is not audited."""
+    return {"skills" if name == "card" else name for name in changed} - {"fetched_at"}
 
 
 _audit = ResourceAudit("remote_agent", audited)

@@ -12,9 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.chain.models import utc_now
 from app.errors import NotFound, OmniForgeError
 from app.governance.audit import AuditAction
-from app.governance.auditing import record_change
+from app.governance.auditing import ResourceAudit, record_change
 from app.governance.callers import Caller
 from app.governance.tenants import Tenant
+from app.resources.audited import AuditedRows
 from app.resources.webhooks import Webhooks
 from app.resources.webhooks.signing import endpoint_secret_name, new_secret
 from app.resources.webhooks.store import (
@@ -53,17 +54,24 @@ class WebhookService:
     network_of: Callable[[Tenant], NetworkPolicy]
     retry_for: timedelta
 
+    @property
+    def _rows(self) -> AuditedRows[EndpointRecord]:
+        return AuditedRows(
+            self.database,
+            WebhookRepository,
+            _audit,
+            "webhook",
+            AuditAction.WEBHOOK_UPDATE,
+            AuditAction.WEBHOOK_DELETE,
+            audited_fields=lambda _changed: None,  # the whole endpoint, before and after
+        )
+
     async def endpoints(self, tenant: Tenant) -> list[EndpointRecord]:
         """Oldest first."""
-        async with self.database.read() as connection:
-            return await WebhookRepository(connection, tenant.id).endpoints()
+        return await self._rows.all(tenant)
 
     async def endpoint(self, tenant: Tenant, webhook_id: UUID) -> EndpointRecord:
-        async with self.database.read() as connection:
-            record = await WebhookRepository(connection, tenant.id).endpoint(webhook_id)
-        if record is None:
-            raise _not_found(webhook_id)
-        return record
+        return await self._rows.get(tenant, webhook_id)
 
     async def create(
         self,
@@ -107,33 +115,17 @@ class WebhookService:
         hooks = self._webhooks()
         if "url" in changes:
             await self._check_url(tenant, changes["url"])
-        async with self.database.transaction() as connection:
-            repository = WebhookRepository(connection, tenant.id)
-            before = await repository.endpoint(webhook_id)
-            if before is None:
-                raise _not_found(webhook_id)
-            changes = {
-                name: value for name, value in changes.items() if getattr(before, name) != value
-            }
-            if not changes:
-                return before
-            record = await repository.update(webhook_id, changes, at=utc_now())
-            assert record is not None
-            await _audit(connection, caller, tenant, AuditAction.WEBHOOK_UPDATE, before, record)
-        hooks.subscriptions.changed(tenant.id)
-        if changes.get("enabled"):
+        record, changed = await self._rows.update(caller, tenant, webhook_id, changes)
+        if changed:
+            hooks.subscriptions.changed(tenant.id)
+        if changed.get("enabled"):
             hooks.dispatcher.wake()  # what waited for it is due
         return record
 
     async def delete(self, caller: Caller, tenant: Tenant, webhook_id: UUID) -> None:
         """Removes the endpoint with its deliveries."""
         hooks = self._webhooks()
-        async with self.database.transaction() as connection:
-            repository = WebhookRepository(connection, tenant.id)
-            before = await repository.endpoint(webhook_id)
-            if before is None or not await repository.delete(webhook_id):
-                raise _not_found(webhook_id)
-            await _audit(connection, caller, tenant, AuditAction.WEBHOOK_DELETE, before, None)
+        await self._rows.delete(caller, tenant, webhook_id)
         hooks.subscriptions.changed(tenant.id)
 
     async def rotate_secret(
@@ -145,8 +137,8 @@ class WebhookService:
         sealed = hooks.keys.seal(tenant.id, endpoint_secret_name(webhook_id), secret)
         async with self.database.transaction() as connection:
             repository = WebhookRepository(connection, tenant.id)
-            if await repository.endpoint(webhook_id) is None:
-                raise _not_found(webhook_id)
+            if await repository.get(webhook_id) is None:
+                raise self._rows.not_found(webhook_id)
             changes = {"key_id": sealed.key_id, "sealed_secret": sealed.text}
             record = await repository.update(webhook_id, changes, at=utc_now())
             assert record is not None
@@ -178,8 +170,8 @@ class WebhookService:
         of one task (`task_id`) or any."""
         async with self.database.read() as connection:
             repository = WebhookRepository(connection, tenant.id)
-            if webhook_id is not None and await repository.endpoint(webhook_id) is None:
-                raise _not_found(webhook_id)
+            if webhook_id is not None and await repository.get(webhook_id) is None:
+                raise self._rows.not_found(webhook_id)
             return await repository.deliveries(
                 endpoint_id=webhook_id, task_id=task_id, one_off=one_off, before=None, limit=limit
             )
@@ -228,28 +220,6 @@ class WebhookService:
             raise UnreachableWebhook(why)
 
 
-async def _audit(
-    connection: AsyncConnection,
-    caller: Caller,
-    tenant: Tenant,
-    action: AuditAction,
-    before: EndpointRecord | None,
-    after: EndpointRecord | None,
-) -> None:
-    subject = after or before
-    assert subject is not None
-    await record_change(
-        connection,
-        caller,
-        tenant.id,
-        action=action,
-        before=None if before is None else _audited(before),
-        after=None if after is None else _audited(after),
-        resource_type="webhook",
-        resource_id=str(subject.id),
-    )
-
-
 async def _audit_rotation(
     connection: AsyncConnection, caller: Caller, tenant: Tenant, resource_id: str
 ) -> None:
@@ -267,7 +237,7 @@ async def _audit_rotation(
     )
 
 
-def _audited(record: EndpointRecord) -> dict[str, Any]:
+def _audited(record: EndpointRecord, _fields: set[str] | None = None) -> dict[str, Any]:
     """An endpoint as the audit log keeps it: never its secret."""
     return {
         "url": record.url,
@@ -277,5 +247,4 @@ def _audited(record: EndpointRecord) -> dict[str, Any]:
     }
 
 
-def _not_found(webhook_id: UUID) -> NotFound:
-    return NotFound("webhook", str(webhook_id))
+_audit = ResourceAudit("webhook", _audited)

@@ -70,7 +70,7 @@ class AttemptRecord(BaseModel):
 
 
 class WebhookRepository(TenantScoped):
-    async def endpoints(self) -> list[EndpointRecord]:
+    async def all(self) -> list[EndpointRecord]:
         e = webhook_endpoints.c
         statement = (
             select(webhook_endpoints)
@@ -80,7 +80,7 @@ class WebhookRepository(TenantScoped):
         rows = (await self.connection.execute(statement)).all()
         return [EndpointRecord.model_validate(row._mapping) for row in rows]
 
-    async def endpoint(self, endpoint_id: UUID) -> EndpointRecord | None:
+    async def get(self, endpoint_id: UUID) -> EndpointRecord | None:
         e = webhook_endpoints.c
         statement = select(webhook_endpoints).where(
             e.tenant_id == self.tenant_id, e.id == endpoint_id
@@ -102,7 +102,7 @@ class WebhookRepository(TenantScoped):
                 **values,
             )
         )
-        record = await self.endpoint(endpoint_id)
+        record = await self.get(endpoint_id)
         assert record is not None
         return record
 
@@ -115,7 +115,7 @@ class WebhookRepository(TenantScoped):
             .where(e.tenant_id == self.tenant_id, e.id == endpoint_id)
             .values(**changes, updated_at=at)
         )
-        return await self.endpoint(endpoint_id)
+        return await self.get(endpoint_id)
 
     async def delete(self, endpoint_id: UUID) -> bool:
         """Removes the endpoint and its deliveries (their attempts with them)."""
