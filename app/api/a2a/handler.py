@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from app.api.a2a.errors import a2a_error, only_text, refuse_looping, task_not_found
 from app.api.a2a.events import StreamMapper
 from app.api.a2a.mapping import OUR_STATES, a2a_task
-from app.api.conversations.router import conversation_service
+from app.api.services import conversation_service
 from app.api.sse import stream_position
 from app.api.state import AppState
 from app.governance.callers import Caller

@@ -3,27 +3,20 @@
 import re
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Response, status
+from fastapi import APIRouter, Path, Query, Response, status
 
 from app.api.access import RequireAgentConfigure, RequireTaskRead
 from app.api.agents.schemas import AgentCreate, AgentOut, AgentPage, AgentUpdate
-from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.query import decode_int_cursor, decode_key_cursor
-from app.resources.agents import FROM_START, MAX_VERSION, AgentService
-from app.runs.agents import RunnableDefinitions
+from app.api.services import Agents
+from app.resources.agents import FROM_START, MAX_VERSION
 from app.runs.models import AGENT_NAME_PATTERN
 from app.storage.pagination import MAX_PAGE_SIZE, InvalidCursor
 
 router = APIRouter(prefix="/api/v1/agents", tags=["agents"], route_class=CheckedRoute)
 
-
-def agent_service(state: State) -> AgentService:
-    return AgentService(state.database, RunnableDefinitions(state.runtime), state.toolbox)
-
-
-Agents = Annotated[AgentService, Depends(agent_service)]
 
 Version = Annotated[int, Path(ge=1, le=MAX_VERSION, description="A version number, from 1.")]
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE)]

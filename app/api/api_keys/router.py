@@ -3,24 +3,16 @@
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from app.api.access import RequireApiKeyConfigure
 from app.api.api_keys.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyOut, ApiKeyPage
-from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
-from app.resources.api_keys import ApiKeyService
+from app.api.services import TenantApiKeys
 from app.storage.pagination import MAX_PAGE_SIZE, Cursor
 
 router = APIRouter(prefix="/api/v1/api-keys", tags=["api-keys"], route_class=CheckedRoute)
-
-
-def _api_keys(state: State) -> ApiKeyService:
-    return ApiKeyService(state.database, state.api_keys)
-
-
-TenantApiKeys = Annotated[ApiKeyService, Depends(_api_keys)]
 
 
 @router.post(

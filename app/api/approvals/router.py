@@ -3,27 +3,18 @@
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
 from app.api.access import RequireTaskRead
 from app.api.approvals.schemas import ApprovalDecision, ApprovalList, ApprovalOut, ApprovalPage
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
-from app.runs.approval_inbox import ApprovalInbox
+from app.api.services import Inbox
 from app.storage.pagination import MAX_PAGE_SIZE
 from app.tools.approvals import ApprovalStatus
 
 router = APIRouter(prefix="/api/v1", tags=["approvals"], route_class=CheckedRoute)
-
-
-def _inbox(state: State) -> ApprovalInbox:
-    return ApprovalInbox(
-        state.database, state.runs, state.run_stores.approvals, state.runtime.executor.threads
-    )
-
-
-Inbox = Annotated[ApprovalInbox, Depends(_inbox)]
 
 
 @router.get("/approvals", summary="The tenant's approvals", responses=problems(401, 403, 422))

@@ -3,7 +3,7 @@
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Query, Response
 
 from app.api.access import RequireChainExport, RequireChainRead, TenantForChainRead
 from app.api.chains.schemas import (
@@ -14,27 +14,19 @@ from app.api.chains.schemas import (
     chain_json,
     steps_json,
 )
-from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.query import Moment, aware
+from app.api.services import Chains
 from app.api.sse import MAX_SEQ
 from app.chain import ChainStatus
 from app.governance.audit import AuditAction
-from app.runs.chains import ChainService
 from app.storage.pagination import MAX_PAGE_SIZE
 
 router = APIRouter(prefix="/api/v1", tags=["chains"], route_class=CheckedRoute)
 
 MAX_STEPS_PAGE = 1000
 _JSON = "application/json"
-
-
-def _chains(state: State) -> ChainService:
-    return ChainService(state.database, state.runs)
-
-
-Chains = Annotated[ChainService, Depends(_chains)]
 
 
 @router.get(

@@ -4,7 +4,7 @@ turns. A turn is a task: `POST /api/v1/tasks` with `conversation_id`."""
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query, status
+from fastapi import APIRouter, Query, status
 
 from app.api.access import RequireTaskCreate, RequireTaskRead
 from app.api.conversations.schemas import (
@@ -16,18 +16,10 @@ from app.api.conversations.schemas import (
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
-from app.resources.conversations import ConversationService
-from app.runs.agents import resolve_agent
+from app.api.services import Conversations
 from app.storage.pagination import MAX_PAGE_SIZE, Cursor
 
 router = APIRouter(prefix="/api/v1/conversations", tags=["conversations"], route_class=CheckedRoute)
-
-
-def conversation_service(state: State) -> ConversationService:
-    return ConversationService(state.database, resolve_agent)
-
-
-Conversations = Annotated[ConversationService, Depends(conversation_service)]
 
 
 @router.post(

@@ -5,7 +5,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Header, Query
+from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse, Response
 
 from app.api.access import AnyCaller, TenantForCostView
@@ -26,7 +26,8 @@ from app.api.deps import State
 from app.api.errors import VALIDATION, ApiError, FieldProblem, problems
 from app.api.inputs import CheckedRoute
 from app.api.query import Day, Moment, aware
-from app.governance.costs import CostOrder, CostReports, GroupBy
+from app.api.services import Reports
+from app.governance.costs import CostOrder, GroupBy
 
 router = APIRouter(tags=["costs"], route_class=CheckedRoute)
 
@@ -34,13 +35,6 @@ CSV = "text/csv"
 MAX_SPAN = timedelta(days=366)
 DEFAULT_SPAN = timedelta(days=30)
 _CSV_DOC = {"description": "The same figures as CSV", "content": {CSV: {}}}
-
-
-def _reports(state: State) -> CostReports:
-    return CostReports(state.database)
-
-
-Reports = Annotated[CostReports, Depends(_reports)]
 
 
 def _wants_csv(accept: str | None) -> bool:

@@ -1,26 +1,18 @@
 """`DELETE /api/v1/tasks/{id}` and `DELETE /api/v1/conversations/{id}`: erasure of content at
 once, at the tenant's request."""
 
-from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Response, status
+from fastapi import APIRouter, Response, status
 
 from app.api.access import RequireTaskDelete
 from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
-from app.runs.erasure import ErasureService
+from app.api.services import Erasures
 
 router = APIRouter(tags=["erasure"], route_class=CheckedRoute)
 
-
-def _erasure(state: State) -> ErasureService:
-    assert state.erasure is not None, "the lifespan builds the erasure"
-    return ErasureService(state.database, state.erasure, state.runs)
-
-
-Erasures = Annotated[ErasureService, Depends(_erasure)]
 
 _ERASES = (
     "Its chain, steps, events, approvals, todo list, webhook deliveries and the audit events "

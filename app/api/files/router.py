@@ -4,7 +4,7 @@ from typing import Annotated, Any
 from urllib.parse import quote
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query, Request, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 
 from app.api.access import RequireFileRead, RequireFileWrite
 from app.api.deps import State
@@ -12,19 +12,13 @@ from app.api.errors import problems
 from app.api.files.schemas import VISIBILITY, FileChange, FileOut, FilePage
 from app.api.files.upload import FILE_FIELD, read_upload
 from app.api.inputs import CheckedRoute
-from app.resources.files import BINARY, IMAGE_TYPES, PDF, TEXT, FileLibrary, service
+from app.api.services import Files
+from app.resources.files import BINARY, IMAGE_TYPES, PDF, TEXT, service
 from app.storage.pagination import MAX_PAGE_SIZE
 from app.storage.records import FileVisibility
 
 router = APIRouter(prefix="/api/v1/files", tags=["files"], route_class=CheckedRoute)
 
-
-async def _library(state: State) -> FileLibrary:
-    """The process's file library (the one its runs' tools use), or one on its settings."""
-    return state.toolbox.files or FileLibrary.from_settings(state.database, state.settings)
-
-
-Files = Annotated[FileLibrary, Depends(_library)]
 
 _UPLOAD_BODY: dict[str, Any] = {
     "requestBody": {

@@ -1,12 +1,10 @@
 """/api/v1/tenants/{tenant_id}/mcp-servers: a tenant's remote MCP servers and their status."""
 
-from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Response, status
+from fastapi import APIRouter, Response, status
 
 from app.api.access import RequireToolConfigure, TenantForToolConfigure
-from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.mcp_servers.schemas import (
@@ -16,17 +14,10 @@ from app.api.mcp_servers.schemas import (
     McpServerUpdate,
 )
 from app.api.outbound import header_document
-from app.resources.mcp_servers import McpServerService
+from app.api.services import McpServers
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["mcp-servers"], route_class=CheckedRoute)
 
-
-def _servers(state: State) -> McpServerService:
-    toolbox = state.toolbox
-    return McpServerService(state.database, toolbox.mcp, toolbox.secrets)
-
-
-Servers = Annotated[McpServerService, Depends(_servers)]
 
 _ONE = "/{tenant_id}/mcp-servers/{server_id}"
 
@@ -41,7 +32,7 @@ async def post_server(
     body: McpServerCreate,
     caller: RequireToolConfigure,
     tenant: TenantForToolConfigure,
-    servers: Servers,
+    servers: McpServers,
 ) -> McpServerOut:
     """Registers a remote MCP server (streamable HTTP) and asks it for its tools at once: they
     become the tenant's tools `<name>__<tool>`, usable by its agents and tasks. A server that
@@ -66,14 +57,14 @@ async def post_server(
     summary="List a tenant's MCP servers",
     responses=problems(401, 403, 404, 422),
 )
-async def get_servers(tenant: TenantForToolConfigure, servers: Servers) -> McpServerList:
+async def get_servers(tenant: TenantForToolConfigure, servers: McpServers) -> McpServerList:
     """By name, each with its status and the tools it offered when last asked."""
     return McpServerList(items=[McpServerOut.of(record) for record in await servers.all(tenant)])
 
 
 @router.get(_ONE, summary="Read an MCP server", responses=problems(401, 403, 404, 422))
 async def get_server(
-    server_id: UUID, tenant: TenantForToolConfigure, servers: Servers
+    server_id: UUID, tenant: TenantForToolConfigure, servers: McpServers
 ) -> McpServerOut:
     """Its status (`ok`, `error` with why, `unknown` before it was first asked), when it was
     last established, and its tools with their JSON Schemas."""
@@ -86,7 +77,7 @@ async def patch_server(
     body: McpServerUpdate,
     caller: RequireToolConfigure,
     tenant: TenantForToolConfigure,
-    servers: Servers,
+    servers: McpServers,
 ) -> McpServerOut:
     """Changes the fields given. A new `url` or new `headers` open a new session and ask the
     server for its tools again; a new `name` renames its tools. Audited
@@ -101,7 +92,10 @@ async def patch_server(
     responses=problems(401, 403, 404, 422),
 )
 async def delete_one(
-    server_id: UUID, caller: RequireToolConfigure, tenant: TenantForToolConfigure, servers: Servers
+    server_id: UUID,
+    caller: RequireToolConfigure,
+    tenant: TenantForToolConfigure,
+    servers: McpServers,
 ) -> Response:
     """Its tools are no longer offered and its session is closed. Audited
     (`mcp_server.delete`)."""
@@ -115,10 +109,10 @@ async def delete_one(
     responses=problems(401, 403, 404, 422),
 )
 async def post_refresh(
-    server_id: UUID, tenant: TenantForToolConfigure, servers: Servers
+    server_id: UUID, tenant: TenantForToolConfigure, servers: McpServers
 ) -> McpServerOut:
     """Opens a new session (its headers' secrets resolved anew: do this after changing one),
-    lists the server's tools and stores what it offers, or why it could not be asked. Servers
+    lists the server's tools and stores what it offers, or why it could not be asked. McpServers
     that announce changes to their tools (`notifications/tools/list_changed`) are asked
     again on their own."""
     return McpServerOut.of(await servers.refresh(tenant, server_id))

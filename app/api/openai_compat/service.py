@@ -16,7 +16,6 @@ from uuid import UUID
 
 from pydantic import ValidationError
 
-from app.api.agents.router import agent_service
 from app.api.errors import NOT_FOUND, VALIDATION, ApiError, FieldProblem
 from app.api.openai_compat.errors import run_failure
 from app.api.openai_compat.schemas import (
@@ -32,6 +31,7 @@ from app.api.openai_compat.schemas import (
     OpenAIModel,
     OpenAIModelList,
 )
+from app.api.services import agent_service
 from app.api.state import AppState
 from app.chain import TaskState
 from app.governance.callers import Caller

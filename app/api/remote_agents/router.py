@@ -1,13 +1,11 @@
 """/api/v1/tenants/{tenant_id}/remote-agents: a tenant's remote A2A agents, whose skills its
 runs call as tools."""
 
-from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Response, status
+from fastapi import APIRouter, Response, status
 
 from app.api.access import RequireToolConfigure, TenantForToolConfigure
-from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.outbound import header_document
@@ -17,17 +15,10 @@ from app.api.remote_agents.schemas import (
     RemoteAgentOut,
     RemoteAgentUpdate,
 )
-from app.resources.remote_agents import RemoteAgentService
+from app.api.services import RemoteAgentsOf
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["remote-agents"], route_class=CheckedRoute)
 
-
-def _remote_agents(state: State) -> RemoteAgentService:
-    toolbox = state.toolbox
-    return RemoteAgentService(state.database, toolbox.remote_agents, toolbox.secrets)
-
-
-RemoteAgentsOf = Annotated[RemoteAgentService, Depends(_remote_agents)]
 
 _ONE = "/{tenant_id}/remote-agents/{remote_agent_id}"
 

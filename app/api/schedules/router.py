@@ -3,29 +3,15 @@
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from app.api.access import RequireScheduleManage, RequireScheduleRead
-from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.schedules.schemas import ScheduleCreate, ScheduleOut, SchedulePage, ScheduleUpdate
+from app.api.services import Schedules
 from app.api.tasks.schemas import TaskOut, TaskPage
-from app.resources.schedules import ScheduleService
 from app.storage.pagination import MAX_PAGE_SIZE
-
-
-async def _schedules(state: State) -> ScheduleService:
-    return ScheduleService(
-        state.database,
-        state.run_stores.notices,
-        state.tenants,
-        state.api_keys,
-        state.schedule_firings.check,
-    )
-
-
-Schedules = Annotated[ScheduleService, Depends(_schedules)]
 
 router = APIRouter(prefix="/api/v1/schedules", tags=["schedules"], route_class=CheckedRoute)
 

@@ -2,26 +2,17 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from app.api.access import RequireSecretConfigure, TenantForSecretConfigure
-from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.query import decode_key_cursor
 from app.api.secrets.schemas import SecretName, SecretOut, SecretPage, SecretScope, SecretValue
-from app.resources.secrets import SecretService
+from app.api.services import Secrets
 from app.storage.pagination import MAX_PAGE_SIZE
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["secrets"], route_class=CheckedRoute)
-
-
-def _secrets(state: State) -> SecretService:
-    toolbox = state.toolbox
-    return SecretService(state.database, toolbox.secrets, toolbox.mcp)
-
-
-Secrets = Annotated[SecretService, Depends(_secrets)]
 
 
 @router.put(

@@ -3,7 +3,7 @@ audit log."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, status
+from fastapi import APIRouter, Query, status
 
 from app.api.access import (
     RequireCostConfigure,
@@ -22,6 +22,7 @@ from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
 from app.api.query import Moment, aware, decode_int_cursor, decode_key_cursor, encode_key_cursor
+from app.api.services import Tenants
 from app.api.tenants.schemas import (
     AuditEventOut,
     AuditPage,
@@ -38,28 +39,12 @@ from app.api.tenants.schemas import (
 from app.governance.audit_log import AuditFilter, audit_page
 from app.governance.models import ModelPolicy
 from app.governance.quotas import TenantQuotas
-from app.governance.retention import RetentionDefaults
 from app.governance.tenants import quotas_of
-from app.resources.tenants import TenantService
 from app.security.visibility import VisibilityPolicy
 from app.storage.pagination import MAX_PAGE_SIZE
 from app.tools.approvals import ApprovalRules
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["tenants"], route_class=CheckedRoute)
-
-
-def _tenants(state: State) -> TenantService:
-    settings = state.settings
-    return TenantService(
-        state.database,
-        state.tenants,
-        state.toolbox,
-        state.runtime.gateway.model_names(),
-        RetentionDefaults(settings.retention_days, settings.audit_retention_days),
-    )
-
-
-Tenants = Annotated[TenantService, Depends(_tenants)]
 
 
 @router.post(

@@ -1,16 +1,15 @@
 """/api/v1/tenants/{tenant_id}/webhooks: a tenant's webhook endpoints, the secret of its tasks'
 one-off webhooks, and the deliveries with their attempts."""
 
-from datetime import timedelta
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from app.api.access import RequireWebhookConfigure, TenantForWebhookConfigure
-from app.api.deps import State
 from app.api.errors import problems
 from app.api.inputs import CheckedRoute
+from app.api.services import TenantWebhooks
 from app.api.webhooks.schemas import (
     DeliveryDetail,
     DeliveryList,
@@ -22,7 +21,6 @@ from app.api.webhooks.schemas import (
     WebhookOut,
     WebhookUpdate,
 )
-from app.resources.webhooks.service import WebhookService
 
 router = APIRouter(prefix="/api/v1/tenants", tags=["webhooks"], route_class=CheckedRoute)
 
@@ -32,14 +30,6 @@ _TASK_SECRET = _ALL + "/task-secret"
 _DELIVERY = "/{tenant_id}/webhook-deliveries/{delivery_id}"
 Limit = Annotated[int, Query(ge=1, le=200, description="At most this many, newest first.")]
 TaskFilter = Annotated[UUID | None, Query(description="Only this task's deliveries.")]
-
-
-def _webhooks(state: State) -> WebhookService:
-    retry_for = timedelta(seconds=state.settings.webhook_retry_for_s)
-    return WebhookService(state.database, state.webhooks, state.toolbox.network_of, retry_for)
-
-
-TenantWebhooks = Annotated[WebhookService, Depends(_webhooks)]
 
 
 @router.post(
