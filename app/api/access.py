@@ -1,6 +1,8 @@
 """Who the caller is and what it may do: every route declares its permission through one of
-the `Require…` aliases, and names tenants through `Caller.scope`. Each of them also runs the
-input check (`app.api.inputs.check_inputs`) once the caller is known to be permitted."""
+the `Require…` aliases, and a route under `/tenants/{tenant_id}` takes the tenant it names
+through a `TenantFor…` alias (checked with the same permission, then scoped: 404 for another
+tenant's). Each of them also runs the input check (`app.api.inputs.check_inputs`) once the
+caller is known to be permitted."""
 
 from collections.abc import Awaitable, Callable
 from functools import cache
