@@ -1,5 +1,5 @@
 """`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|console|service|live|tail|
-resume|subagents|a2a|isolation|startup|all] [--quick]`:
+resume|subagents|a2a|isolation|startup|peer|all] [--quick]`:
 prints each figure with its conditions (`live` is the service's benchmark (b) alone; `tail`, the
 completion latency of a burst of two-call tasks, also runs with `service`; `resume` starts two
 instances and kills one, and runs alone)."""
@@ -63,6 +63,7 @@ def main() -> None:
             "a2a",
             "isolation",
             "startup",
+            "peer",
             "all",
         ],
         default="all",
@@ -104,6 +105,8 @@ def main() -> None:
         _isolation(baseline_tasks=20 if args.quick else 60)
     if args.which in ("startup", "all"):
         _startup(repetitions=2 if args.quick else 7)
+    if args.which == "peer":
+        _peer(quick=args.quick)
     if args.which == "resume":
         _resume(tasks=6 if args.quick else 20, delay_s=4.0 if args.quick else 10.0)
     if args.which == "live":
@@ -116,6 +119,14 @@ def main() -> None:
 
 
 TOKEN_CPU_TARGET_S = 0.3
+PEER_CLIENTS = 32
+
+
+def _peer(quick: bool) -> None:
+    from bench import peer
+
+    rounds = peer.run(tasks=100 if quick else 1000, clients=PEER_CLIENTS, rounds=1 if quick else 2)
+    peer.report(rounds, PEER_CLIENTS)
 
 
 def _startup(repetitions: int) -> None:
