@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 
 from bench import (
+    compare,
     conversation_history,
     gateway_latency,
     guard_overhead,
@@ -26,6 +27,7 @@ from bench import (
     service_throughput,
     step_overhead,
 )
+from bench.results import record
 
 STEP_TARGET_MS = 0.5
 GATEWAY_TARGET_MS = 3.0
@@ -64,9 +66,17 @@ def main() -> None:
             "isolation",
             "startup",
             "peer",
+            "compare",
             "all",
         ],
         default="all",
+    )
+    parser.add_argument(
+        "rest",
+        nargs="*",
+        metavar="BASE [PLAN ...]",
+        help="compare: the base commit, then the plans to run on both sides"
+        f" (default: {' '.join(compare.DEFAULT_PLANS)})",
     )
     parser.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
     args = parser.parse_args()
@@ -105,6 +115,12 @@ def main() -> None:
         _isolation(baseline_tasks=20 if args.quick else 60)
     if args.which in ("startup", "all"):
         _startup(repetitions=2 if args.quick else 7)
+    if args.which == "compare":
+        if not args.rest:
+            parser.error("compare needs a base commit: scripts/bench compare BASE [PLAN ...]")
+        plans = args.rest[1:] or list(compare.DEFAULT_PLANS)
+        compare.run(args.rest[0], plans, quick=args.quick)
+        return
     if args.which == "peer":
         _peer(quick=args.quick)
     if args.which == "resume":
@@ -254,6 +270,7 @@ def _steps(tasks: int) -> None:
     iterations = 10
     result = step_overhead.run(tasks=tasks, iterations=iterations)
     verdict = "met" if result.cpu_ms_per_step < STEP_TARGET_MS else "MISSED"
+    record("steps: CPU per reasoning step", result.cpu_ms_per_step, "ms", "lower")
     print(
         f"\nFramework overhead per reasoning step (engine + executor + chain + events)\n"
         f"  conditions: ReAct agent, native tool calls, instant in-process model as the llm tool,"
@@ -334,6 +351,10 @@ def _tail(rounds: int) -> None:
     clients = 256
     r = service_tail.run(clients=clients, rounds=rounds)
     settings = ", ".join(f"{name}={value}" for name, value in r.settings.items())
+    record("tail: completion p50", r.p(50), "ms", "lower")
+    record("tail: completion p99", r.p(99), "ms", "lower")
+    record("tail: throughput", r.tasks_per_s, "tasks/s", "higher")
+    record("tail: service CPU", r.server_cpu_s / r.wall_s, "cores", "lower")
     print(
         f"\nCompletion latency of a burst of two-call tasks (submit -> `done` received)\n"
         f"  conditions: the service on uvicorn in its own process,"
@@ -513,6 +534,8 @@ def _problems(lines: list[str]) -> str:
 
 def _print_sse(r: service_sse_latency.SseLatency) -> None:
     p50, p99 = r.p(50), r.p(99)
+    record("(a) SSE delivery p50", p50, "ms", "lower")
+    record("(a) SSE delivery p99", p99, "ms", "lower")
     print(
         f"\n(a) SSE delivery latency, step created -> client received\n"
         f"  conditions: {r.tasks} tasks submitted at {r.rate:g}/s (open loop), each followed by"
@@ -536,6 +559,9 @@ def _print_sse(r: service_sse_latency.SseLatency) -> None:
 
 def _print_live(r: service_live_chains.LiveChains) -> None:
     met = r.peak_live >= LIVE_CHAINS_TARGET and r.errors == 0
+    record("(b) peak live chains", r.peak_live, "chains", "higher")
+    record("(b) RSS per live chain", r.rss_per_chain_kb, "KB", "lower")
+    record("(b) loop lag p99 on the plateau", r.lag_ms(99), "ms", "lower")
     plateau = r.plateau()
     held = f"{plateau[1].at - plateau[0].at:.0f} s" if plateau else "none"
     settings = ", ".join(f"{name}={value}" for name, value in r.settings.items())
@@ -570,6 +596,8 @@ def _print_live(r: service_live_chains.LiveChains) -> None:
 
 def _print_chain(r: service_chain_read.ChainRead) -> None:
     p50 = r.p(50)
+    record("(c) 1,000-step chain read p50", p50, "ms", "lower")
+    record("(c) server CPU per chain read", r.server_cpu_ms_per_request, "ms", "lower")
     print(
         f"\n(c) GET of a {r.steps:,}-step chain from Postgres (GET /api/v1/chains/{{id}})\n"
         f"  conditions: chain written through RunRecorder + RunWrites (ReAct iterations: LLM call"
@@ -583,6 +611,8 @@ def _print_chain(r: service_chain_read.ChainRead) -> None:
 
 
 def _print_throughput(r: service_throughput.Throughput) -> None:
+    record("(d) throughput", r.tasks_per_s, "tasks/s", "higher")
+    record("(d) server CPU per task", r.server_cpu_ms_per_task, "ms", "lower")
     print(
         f"\n(d) End-to-end throughput through the whole service\n"
         f"  conditions: {r.tasks} tasks by {r.concurrency} concurrent clients, each POSTs a task"
