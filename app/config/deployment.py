@@ -34,8 +34,9 @@ class DeploymentSettings(Section):
         default=10,
         ge=1,
         le=200,
-        description="Postgres connections kept open (as many again "
-        "may open under bursts); SQLite always uses one.",
+        description="Postgres connections for steady load; bursts may open as many again, "
+        "and what they open is kept (no connection opened per burst once warm). SQLite always "
+        "uses one.",
     )
 
     def resolved_database_url(self) -> str:

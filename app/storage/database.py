@@ -32,7 +32,10 @@ class Database:
         else:
             # No pre-ping (a round trip per checkout): a connection found dead fails its one
             # statement, SQLAlchemy then drops the whole pool, and run writes are retried.
-            options.update(pool_size=pool_size, max_overflow=pool_size, pool_recycle=1800)
+            # Up to twice `pool_size` open, each opened when first needed and then kept: an
+            # overflow connection would be closed on check-in and reopened by the next burst
+            # (a new backend on the server each time).
+            options.update(pool_size=2 * pool_size, max_overflow=0, pool_recycle=1800)
         self.engine: AsyncEngine = create_async_engine(self.url, **options)
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
