@@ -112,7 +112,7 @@ async def post_refresh(
     server_id: UUID, tenant: TenantForToolConfigure, servers: McpServers
 ) -> McpServerOut:
     """Opens a new session (its headers' secrets resolved anew: do this after changing one),
-    lists the server's tools and stores what it offers, or why it could not be asked. McpServers
+    lists the server's tools and stores what it offers, or why it could not be asked. Servers
     that announce changes to their tools (`notifications/tools/list_changed`) are asked
     again on their own."""
     return McpServerOut.of(await servers.refresh(tenant, server_id))
