@@ -102,7 +102,7 @@ class ReasoningEngine:
         approvals: ApprovalGate | None = None,
         stored: Callable[[], Awaitable[None]] | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
-        starting: Callable[[], None] | None = None,
+        starting: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.chain = chain
         self.task = task

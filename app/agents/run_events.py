@@ -116,9 +116,11 @@ class RunEvents:
         if self.ready is not None:
             await self.ready()
 
-    def starting(self) -> None:
-        """A call is about to start: a run released since its step was recorded stops here
-        (`RunReleased`); the call was never made, and whoever resumes the run makes it."""
+    async def starting(self) -> None:
+        """A call is about to start (its guards passed): it waits while the run may not start
+        calls (`may_call`), and a run released by then stops here (`RunReleased`): the call
+        was never made, and whoever resumes the run makes it."""
+        await self.may_call()
         if self.releasing:
             self.close()
             raise RunReleased

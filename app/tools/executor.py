@@ -212,7 +212,7 @@ class ToolExecutor:
             call.passed.append(guard)
         if not begun[0]:
             if call.context.starting is not None:
-                call.context.starting()
+                await call.context.starting()
             begun[0] = True
         ttl = call.entry.definition.cache_ttl_seconds
         if not ttl:

@@ -271,10 +271,11 @@ class ToolCallContext:
     # their results now (the store is unavailable): then the run pauses, its calls under
     # way finishing. None: nothing holds calls back.
     ready: "Callable[[], Awaitable[None]] | None" = None
-    # Called as a call is about to start, its guards passed (nothing else of its batch begun):
-    # raises where the run was released meanwhile, so that a call that was never sent is made
-    # by whoever resumes the run rather than let finish (and cut) during a drain. None: never.
-    starting: "Callable[[], None] | None" = None
+    # Awaited as a call is about to start, its guards passed (nothing else of its batch
+    # begun): it waits while the run may not start calls (as `ready`), and raises where the run
+    # was released meanwhile, so that a call never sent is made by whoever resumes the run
+    # rather than sent late (and cut) during a drain or an outage. None: nothing.
+    starting: "Callable[[], Awaitable[None]] | None" = None
     # The child tasks this call started (a sub-agent's, a remote agent's record), for its
     # result to name even where the call ends without an answer (cancelled, failed).
     started: list["ChildRun"] = field(default_factory=list)

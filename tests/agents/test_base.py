@@ -299,6 +299,47 @@ async def test_a_run_released_while_its_call_waits_in_a_guard_never_makes_the_ca
     assert not any(isinstance(event, DoneEvent) for event in events)
 
 
+async def test_a_call_held_in_its_guards_when_the_store_goes_away_waits_for_it_to_start() -> None:
+    """No call starts while the run's events cannot be stored, also one that passed the run's
+    first check before the store went away and then waited in its guards."""
+    tool, guard = Sends(), Holds()
+    executor = ToolExecutor(ToolRegistry([tool]), guards=[guard])
+    run = SendsOnce(executor, default_model="x").start(AgentTask(input="x"))
+    store_open = asyncio.Event()
+    store_open.set()
+    waiting_for_store = asyncio.Event()
+
+    async def stored_through(count: int) -> None:
+        return None
+
+    async def ready() -> None:
+        if not store_open.is_set():
+            waiting_for_store.set()
+        await store_open.wait()
+
+    run.store_with(stored_through, ready)
+    reader = asyncio.ensure_future(_all_events(run))
+    await guard.waiting.wait()  # past the batch's first check, held in its guard
+    store_open.clear()  # the store goes away
+    sent = asyncio.Event()
+    execute = tool.execute
+
+    async def sending(arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
+        sent.set()
+        return await execute(arguments, context)
+
+    tool.execute = sending  # type: ignore[method-assign]
+    guard.go.set()
+    waits = [asyncio.ensure_future(waiting_for_store.wait()), asyncio.ensure_future(sent.wait())]
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    assert tool.calls == 0, "the call started while the store was away"
+    store_open.set()
+    events = await reader
+
+    assert tool.calls == 1
+    assert isinstance(events[-1], DoneEvent)
+
+
 async def test_a_run_released_once_its_call_is_sent_lets_it_finish() -> None:
     tool = Sends()
     sent, answer = asyncio.Event(), asyncio.Event()
