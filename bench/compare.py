@@ -23,7 +23,8 @@ from bench.results import RESULTS_ENV
 ROOT = Path(__file__).resolve().parent.parent
 COMPARE_DIR = ROOT / ".bench" / "compare"
 DEFAULT_PLANS = ("service", "tail")
-# Changes within this share of the base are reported as noise.
+# Changes within this share of the base are reported as noise; larger ones get a verdict only
+# when the two sides' ranges do not overlap.
 NOISE = 0.05
 
 
@@ -84,7 +85,15 @@ def run(base: str, plans: list[str], quick: bool, rounds: int = 2) -> None:
             was, now = statistics.median(sides["base"]), statistics.median(sides["head"])
             change = (now - was) / was if was else float("nan")
             improved = change < 0 if better == "lower" else change > 0
-            verdict = "within noise" if abs(change) < NOISE else ("better" if improved else "WORSE")
+            overlap = min(sides["head"]) <= max(sides["base"]) and min(sides["base"]) <= max(
+                sides["head"]
+            )
+            if abs(change) < NOISE:
+                verdict = "within noise"
+            elif overlap:
+                verdict = "within the spread"  # the sides' ranges overlap: no verdict
+            else:
+                verdict = "better" if improved else "WORSE"
             spread = _spread(sides["base"]) + " → " + _spread(sides["head"])
             print(
                 f"    {name:<44} {was:>10.2f} → {now:>10.2f} {unit:<8} {change:+7.1%}  "
