@@ -45,6 +45,7 @@ from bench.service_harness import (
     llm_stats,
     percentile,
     postgres_database,
+    prepare_database,
     run_async,
     service_env,
     sse_events,
@@ -197,19 +198,8 @@ async def _database(kind: str, directory: Path) -> AsyncIterator[tuple[str, str 
         async with postgres_database() as url:
             yield url, url.rsplit("/", 1)[1]
         return
-    from app.chain.models import utc_now
-    from app.storage import Database, upgrade_to_head
-    from app.storage.tenants import TenantRepository
-    from bench.service_harness import TENANT
-
     url = f"sqlite+aiosqlite:///{directory / 'omniforge.db'}"
-    database = Database(url)
-    try:
-        await upgrade_to_head(database)
-        async with database.transaction() as connection:
-            await TenantRepository(connection).create(TENANT, "Benchmarks", at=utc_now())
-    finally:
-        await database.dispose()
+    await prepare_database(url)
     yield url, None
 
 

@@ -169,6 +169,17 @@ async def llm_stats(llm: Proc) -> dict[str, int]:
     return {key: int(value) for key, value in (item.split("=") for item in line[1:])}
 
 
+async def prepare_database(url: str) -> None:
+    """Builds the database at `url` with the migrations and adds the benchmarks' tenant."""
+    database = Database(url)
+    try:
+        await upgrade_to_head(database)
+        async with database.transaction() as connection:
+            await TenantRepository(connection).create(TENANT, "Benchmarks", at=utc_now())
+    finally:
+        await database.dispose()
+
+
 @asynccontextmanager
 async def postgres_database() -> AsyncIterator[str]:
     """A new database on the local Postgres, migrated to head; dropped afterwards."""
@@ -177,13 +188,7 @@ async def postgres_database() -> AsyncIterator[str]:
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
         url = f"postgresql+asyncpg://{PG_USER}@{PG_HOST}/{name}"
-        database = Database(url)
-        try:
-            await upgrade_to_head(database)
-            async with database.transaction() as connection:
-                await TenantRepository(connection).create(TENANT, "Benchmarks", at=utc_now())
-        finally:
-            await database.dispose()
+        await prepare_database(url)
         yield url
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
