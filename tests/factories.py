@@ -85,9 +85,10 @@ def gateway_for(
     *,
     fallbacks: dict[str, list[str]] | None = None,
     default_model: str = "demo",
+    direct: bool = True,
 ) -> LLMGateway:
     path = write_model_list(directory, deployments, fallbacks=fallbacks)
-    return LLMGateway(load_model_list(path), default_model=default_model)
+    return LLMGateway(load_model_list(path), default_model=default_model, direct=direct)
 
 
 def runtime_for(

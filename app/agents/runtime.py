@@ -38,6 +38,7 @@ class RuntimeSettings(BaseModel):
     llm_timeout_s: float
     llm_request_timeout_s: float
     llm_openai_sdk: bool
+    llm_direct_http: bool = True
     llm_max_attempts: int
     llm_initial_backoff_s: float
     llm_max_backoff_s: float
@@ -95,6 +96,7 @@ class AgentRuntime:
             default_max_tokens=settings.llm_max_output_tokens,
             openai_sdk=settings.llm_openai_sdk,
             threads=threads,
+            direct=settings.llm_direct_http,
         )
         registry = ToolRegistry(list(builtin_tools() if tools is None else tools))
         retry = RetryPolicy(

@@ -230,6 +230,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             await scheduler.stop()
             await purge.stop()
             await runs.stop(settings.shutdown_grace_s)
+            await runtime.gateway.aclose()
             # Sends under way are cut: their claims lapse and they are sent again.
             await webhooks.dispatcher.aclose()
             await mcp.aclose()

@@ -32,7 +32,15 @@ class AgentSettings(Section):
     llm_openai_sdk: bool = Field(
         default=False,
         description="Send `openai/` models through the OpenAI SDK instead of LiteLLM's own HTTP "
-        "handler (same requests, about 1 ms more CPU per call).",
+        "handler (same requests, about 1 ms more CPU per call); implies "
+        "`llm_direct_http=false`.",
+    )
+    llm_direct_http: bool = Field(
+        default=True,
+        description="Call OpenAI-compatible deployments that LiteLLM would only relay (an "
+        "`openai/` model at an `api_base`, alone in its model group, no rate limits) over HTTP "
+        "directly: the same requests, errors and prices, a fraction of LiteLLM's CPU per call. "
+        "Off: every call goes through LiteLLM's Router.",
     )
     llm_max_attempts: int = Field(
         default=3, ge=1, le=10, description="Attempts per LLM call on timeouts, 429s and 5xx."

@@ -15,8 +15,9 @@ from app.bulkheads import TenantThreads
 from app.chain import FailedAttempt, quantize_usd
 from app.llm.config import DEMO_MODEL, DEMO_PROVIDER, ModelList
 from app.llm.demo import register_demo_provider
+from app.llm.direct import Answer, DirectCalls, Endpoint, direct_endpoints
 from app.llm.errors import LLMCallError, LLMErrorKind, UnknownModelError
-from app.llm.litellm_env import Router, Usage, litellm, use_openai_sdk
+from app.llm.litellm_env import MAX_CONNECTIONS, Router, Usage, litellm, use_openai_sdk
 from app.llm.pricing import Deployment, resolve_deployment
 from app.llm.router import TrackingRouter, classify, tracking_attempts
 from app.llm.tokens import PromptTokens
@@ -31,8 +32,9 @@ _ROUTER_PARAMETERS = frozenset(inspect.signature(Router.__init__).parameters) - 
 
 
 class LiteLLMBackend:
-    """Calls the model list's deployments through LiteLLM; built by `LLMGateway` from the
-    Router entries it checked (`entries`, with their deployment `ids`)."""
+    """Calls the model list's deployments through LiteLLM, or over HTTP directly for those it
+    would only relay (`app.llm.direct`, unless `direct` is off or `openai_sdk` on); built by
+    `LLMGateway` from the Router entries it checked (`entries`, with their deployment `ids`)."""
 
     def __init__(
         self,
@@ -44,6 +46,7 @@ class LiteLLMBackend:
         default_max_tokens: int,
         openai_sdk: bool,
         threads: TenantThreads,
+        direct: bool = True,
     ) -> None:
         self._default_max_tokens = default_max_tokens
         self._fallbacks = model_list.fallbacks()
@@ -63,6 +66,22 @@ class LiteLLMBackend:
         self._groups: dict[str, list[Deployment]] = {name: [] for name in model_list.model_names()}
         for deployment in self._deployments.values():
             self._groups[deployment.model_name].append(deployment)
+        endpoints = (
+            direct_endpoints(model_list, ids, request_timeout_s=request_timeout_s)
+            if direct and not openai_sdk
+            else {}
+        )
+        self._direct = (
+            DirectCalls(endpoints, max_connections=MAX_CONNECTIONS) if endpoints else None
+        )
+
+    def direct_models(self) -> list[str]:
+        """The models whose calls go over HTTP directly."""
+        return list(self._direct.endpoints) if self._direct is not None else []
+
+    async def aclose(self) -> None:
+        if self._direct is not None:
+            await self._direct.aclose()
 
     def deployments(self, model: str) -> list[Deployment]:
         try:
@@ -77,6 +96,14 @@ class LiteLLMBackend:
         return all(_supports_response_schema(d) for name in names for d in self.deployments(name))
 
     async def complete(self, request: LLMRequest) -> LLMResponse:
+        if (route := self._direct_route(request)) is not None:
+            assert self._direct is not None
+            attempts: list[FailedAttempt] = []
+            try:
+                answer = await self._direct.complete(request, route, attempts)
+            except LLMCallError as exc:
+                raise _call_error(exc, attempts) from exc
+            return self._answered(request, answer, attempts)
         kwargs = self._call_kwargs(request)
         with tracking_attempts() as attempts:
             try:
@@ -105,6 +132,18 @@ class LiteLLMBackend:
         )
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMDelta | LLMResponse]:
+        if (route := self._direct_route(request)) is not None:
+            assert self._direct is not None
+            attempts: list[FailedAttempt] = []
+            try:
+                async for event in self._direct.stream(request, route, attempts):
+                    if isinstance(event, Answer):
+                        yield self._answered(request, event, attempts)
+                    else:
+                        yield event
+            except LLMCallError as exc:
+                raise _call_error(exc, attempts) from exc
+            return
         kwargs = self._call_kwargs(request)
         kwargs.update(stream=True, stream_options={"include_usage": True})
         with tracking_attempts() as attempts:
@@ -187,6 +226,30 @@ class LiteLLMBackend:
             cost_usd=max(priced) if len(priced) == len(costs) else None,
         )
 
+    def _direct_route(self, request: LLMRequest) -> list[Endpoint] | None:
+        if self._direct is None:
+            return None
+        self.deployments(request.model)  # unknown model: refused as by the router
+        fallbacks = (
+            self.fallbacks(request.model) if request.fallbacks is None else request.fallbacks
+        )
+        return self._direct.route(request, fallbacks)
+
+    def _answered(
+        self, request: LLMRequest, answer: Answer, attempts: list[FailedAttempt]
+    ) -> LLMResponse:
+        return self._priced(
+            request,
+            self._deployments[answer.endpoint.deployment_id],
+            content=answer.content,
+            reasoning=answer.reasoning,
+            tool_calls=answer.tool_calls,
+            finish_reason=answer.finish_reason,
+            usage=answer.usage,
+            attempts=attempts,
+            litellm_cost=None,
+        )
+
     def _call_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         self.deployments(request.model)  # unknown model: fail before the router does
         kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages}
@@ -224,7 +287,33 @@ class LiteLLMBackend:
                 kind=LLMErrorKind.UNKNOWN,
             )
         # A stream's hidden cost is computed before its usage arrives (LiteLLM reports 0.0).
-        litellm_cost = None if streamed else hidden.get("response_cost")
+        return self._priced(
+            request,
+            deployment,
+            content=content,
+            reasoning=reasoning,
+            tool_calls=tool_calls,
+            finish_reason=finish_reason,
+            usage=usage,
+            attempts=attempts,
+            litellm_cost=None if streamed else hidden.get("response_cost"),
+        )
+
+    def _priced(
+        self,
+        request: LLMRequest,
+        deployment: Deployment,
+        *,
+        content: str | None,
+        reasoning: str | None,
+        tool_calls: list[LLMToolCall],
+        finish_reason: str | None,
+        usage: Any,
+        attempts: list[FailedAttempt],
+        litellm_cost: Any,
+    ) -> LLMResponse:
+        """The response, its cost by the deployment's prices: LiteLLM's own figure when it
+        priced the call (`litellm_cost`), else its calculator on the usage."""
         if usage is None or not getattr(usage, "prompt_tokens", None):
             usage = _counted_usage(deployment, request, content, tool_calls)
             litellm_cost = None  # priced on usage the provider did not report

@@ -41,9 +41,11 @@ class LLMGateway:
         default_max_tokens: int = 4096,
         openai_sdk: bool = False,
         threads: TenantThreads | None = None,
+        direct: bool = True,
     ) -> None:
         """`threads`: the worker threads a tenant's large prompts are counted in, shared with
-        the process's other per-tenant CPU work."""
+        the process's other per-tenant CPU work. `direct`: OpenAI-compatible deployments that
+        LiteLLM would only relay are called over HTTP directly (`app.llm.direct`)."""
         names = model_list.model_names()
         if default_model not in names:
             raise ModelConfigError(
@@ -67,6 +69,7 @@ class LLMGateway:
                 default_max_tokens=default_max_tokens,
                 openai_sdk=openai_sdk,
                 threads=threads,
+                direct=direct,
             )
 
         # LiteLLM imported and the Router built: what the synchronous look-ups need.
@@ -92,6 +95,15 @@ class LLMGateway:
     def load_failure(self) -> BaseException | None:
         """What stopped the LiteLLM side loading, once it has."""
         return self._ready.failure() or self._backend.failure()
+
+    async def aclose(self) -> None:
+        """Closes the direct calls' connections (LiteLLM keeps its own until exit)."""
+        if self._backend.built():
+            await self._backend.result().aclose()
+
+    def direct_models(self) -> list[str]:
+        """The models whose calls go over HTTP directly, once loaded."""
+        return self._backend.result().direct_models()
 
     def _warmed(self) -> "LiteLLMBackend":
         from app.llm.backend import warm_up

@@ -33,9 +33,10 @@ def _max_connections() -> int:
         return DEFAULT_MAX_CONNECTIONS  # the settings object refuses it, with its message
 
 
-_pool_size = str(_max_connections())
-os.environ["AIOHTTP_CONNECTOR_LIMIT"] = _pool_size
-os.environ["AIOHTTP_CONNECTOR_LIMIT_PER_HOST"] = _pool_size
+# The calls' connection pools' size, in all and per host: LiteLLM's, and the direct calls'.
+MAX_CONNECTIONS = _max_connections()
+os.environ["AIOHTTP_CONNECTOR_LIMIT"] = str(MAX_CONNECTIONS)
+os.environ["AIOHTTP_CONNECTOR_LIMIT_PER_HOST"] = str(MAX_CONNECTIONS)
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_DISABLE_BUG_REPORT_LINK", "true")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
@@ -43,10 +44,16 @@ os.environ.setdefault("LITELLM_LOG", "ERROR")
 # LiteLLM reads the environment as it is imported: these imports must follow the lines above.
 import litellm  # noqa: E402
 from litellm import CustomLLM, Router  # noqa: E402
+from litellm.litellm_core_utils.core_helpers import map_finish_reason  # noqa: E402
+from litellm.litellm_core_utils.prompt_templates.common_utils import (  # noqa: E402
+    drop_non_python_regex_patterns,
+    tool_with_sanitized_parameters,
+)
 from litellm.router_utils.pre_call_checks.io_token_rate_limit_check import (  # noqa: E402
     deployment_has_io_token_limits,
 )
-from litellm.types.utils import ModelResponse, Usage  # noqa: E402
+from litellm.types.utils import LlmProviders, ModelResponse, Usage  # noqa: E402
+from litellm.utils import ProviderConfigManager  # noqa: E402
 
 litellm.suppress_debug_info = True
 litellm.disable_hf_tokenizer_download = True
@@ -61,11 +68,17 @@ def use_openai_sdk(enabled: bool) -> None:
 
 
 __all__ = [
+    "MAX_CONNECTIONS",
     "CustomLLM",
+    "LlmProviders",
     "ModelResponse",
+    "ProviderConfigManager",
     "Router",
     "Usage",
     "deployment_has_io_token_limits",
+    "drop_non_python_regex_patterns",
     "litellm",
+    "map_finish_reason",
+    "tool_with_sanitized_parameters",
     "use_openai_sdk",
 ]

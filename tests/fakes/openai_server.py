@@ -85,6 +85,9 @@ class Reply:
     error_type: str = "server_error"
     headers: tuple[tuple[str, str], ...] = ()
     pause: tuple[str, asyncio.Event] | None = None
+    # Streamed only: after the text, an error inside the open stream, as vLLM and SGLang send
+    # one (`data: {"error": {"message", "code"}}`), and nothing more.
+    stream_error: tuple[int, str] | None = None
 
     @classmethod
     def text(
@@ -99,12 +102,14 @@ class Reply:
         reasoning: str | None = None,
         gate: asyncio.Event | None = None,
         pause: tuple[str, asyncio.Event] | None = None,
+        stream_error: tuple[int, str] | None = None,
     ) -> Reply:
         return cls(
             content=content,
             reasoning=reasoning,
             gate=gate,
             pause=pause,
+            stream_error=stream_error,
             finish_reason=finish_reason,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
@@ -396,6 +401,10 @@ def _stream_chunks(
     for word in re.split(r"(?<=\s)(?=\S)", reply.content or ""):
         if word:
             yield chunk({"content": word})
+    if reply.stream_error is not None:
+        code, message = reply.stream_error
+        yield {"error": {"message": message, "code": code}}
+        return
     for index, call in enumerate(calls):
         name, arguments = call["function"]["name"], call["function"]["arguments"]
         opening = {"name": name, "arguments": ""}

@@ -1,7 +1,9 @@
 """The gateway through LiteLLM's real HTTP path to the fake server: cost, fallbacks, streaming."""
 
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,14 +19,36 @@ from app.llm import (
     load_model_list,
 )
 from app.llm.litellm_env import litellm
-from tests.factories import fake_deployment, gateway_for, write_model_list
+from tests import factories
+from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
 
 HELLO = [{"role": "user", "content": "hello"}]
 
+GatewayFor = Callable[..., LLMGateway]
+
+
+@pytest.fixture(params=["direct", "litellm"])
+def gateway_for(request: pytest.FixtureRequest) -> GatewayFor:
+    """Every contract below holds for both paths of a call: over HTTP directly, and through
+    LiteLLM's Router. The gateway it builds says which one its calls took."""
+    direct = request.param == "direct"
+
+    def build(*args: Any, **kwargs: Any) -> LLMGateway:
+        gateway = factories.gateway_for(*args, direct=direct, **kwargs)
+        gateway.load()
+        deployments = kwargs.get("deployments") or args[1]
+        models = {d["model_name"] for d in deployments if "rpm" not in d["litellm_params"]}
+        assert set(gateway.direct_models()) == (models if direct else set())
+        return gateway
+
+    return build
+
 
 async def test_cost_is_exactly_the_model_lists_prices_times_the_reported_tokens(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(
         tmp_path,
@@ -55,7 +79,9 @@ async def test_cost_is_exactly_the_model_lists_prices_times_the_reported_tokens(
 
 
 async def test_a_model_in_litellms_price_map_is_priced_from_the_map(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(tmp_path, [fake_deployment(fake_llm, "mini", upstream="gpt-4o-mini")])
     fake_llm.script("gpt-4o-mini", Reply.text("hi", prompt_tokens=1000, completion_tokens=100))
@@ -72,7 +98,9 @@ async def test_a_model_in_litellms_price_map_is_priced_from_the_map(
 
 
 async def test_a_model_with_no_known_price_records_no_cost_and_is_flagged(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(tmp_path, [fake_deployment(fake_llm, "mystery-model-7b")])
     fake_llm.script("mystery-model-7b", Reply.text("hi", prompt_tokens=50, completion_tokens=5))
@@ -101,6 +129,7 @@ async def test_a_failing_deployment_falls_back_and_both_are_recorded(
     failure: Reply,
     error_class: str,
     status_code: int,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(
         tmp_path,
@@ -135,7 +164,9 @@ async def test_a_failing_deployment_falls_back_and_both_are_recorded(
 
 
 async def test_when_every_deployment_fails_the_error_lists_each_attempt(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(
         tmp_path,
@@ -157,7 +188,9 @@ async def test_when_every_deployment_fails_the_error_lists_each_attempt(
 
 
 async def test_a_rate_limit_carries_the_servers_retry_after(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(tmp_path, [fake_deployment(fake_llm, "solo")])
     fake_llm.script("solo", Reply.error(429, "slow down", headers={"retry-after": "7"}))
@@ -179,7 +212,11 @@ async def test_a_rate_limit_carries_the_servers_retry_after(
     ],
 )
 async def test_client_errors_are_classified_as_not_retryable(
-    fake_llm: FakeLLMServer, tmp_path: Path, status: int, kind: LLMErrorKind
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    status: int,
+    kind: LLMErrorKind,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(tmp_path, [fake_deployment(fake_llm, "solo")])
     fake_llm.script("solo", Reply.error(status, "no", error_type="invalid_request_error"))
@@ -193,7 +230,9 @@ async def test_client_errors_are_classified_as_not_retryable(
 
 
 async def test_tools_and_options_reach_the_provider_and_tool_calls_come_back(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(tmp_path, [fake_deployment(fake_llm, "tooly", native_tools=True)])
     fake_llm.script(
@@ -237,7 +276,9 @@ async def test_tools_and_options_reach_the_provider_and_tool_calls_come_back(
 
 
 async def test_streaming_yields_deltas_then_the_same_response_as_a_plain_call(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(
         tmp_path,
@@ -274,7 +315,9 @@ async def test_streaming_yields_deltas_then_the_same_response_as_a_plain_call(
 
 
 async def test_a_provider_that_reports_no_usage_is_counted_with_the_tokenizer(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(
         tmp_path,
@@ -294,7 +337,9 @@ async def test_a_provider_that_reports_no_usage_is_counted_with_the_tokenizer(
 
 
 async def test_the_estimate_counts_prompt_tokens_and_prices_the_dearest_candidate(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(
         tmp_path,
@@ -315,7 +360,9 @@ async def test_the_estimate_counts_prompt_tokens_and_prices_the_dearest_candidat
 
 
 async def test_the_estimate_of_a_possibly_unpriced_call_has_no_cost(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(tmp_path, [fake_deployment(fake_llm, "mystery-model-7b")])
     estimate = await gateway.estimate(LLMRequest(model="mystery-model-7b", messages=HELLO))
@@ -324,7 +371,9 @@ async def test_the_estimate_of_a_possibly_unpriced_call_has_no_cost(
 
 
 async def test_an_unknown_model_is_refused_before_any_request(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(tmp_path, [fake_deployment(fake_llm, "known")])
     with pytest.raises(UnknownModelError, match="'unknown'; configured models: known, demo"):
@@ -339,7 +388,9 @@ def test_failed_attempts_are_chain_data() -> None:
 
 
 async def test_deployments_with_rate_limits_still_have_their_usage_tracked(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     limited = fake_deployment(fake_llm, "limited")
     limited["litellm_params"]["rpm"] = 100
@@ -372,7 +423,9 @@ async def test_openai_models_go_through_the_sdk_only_when_asked(
 
 
 def test_a_model_takes_images_only_when_every_deployment_that_may_answer_does(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer,
+    tmp_path: Path,
+    gateway_for: GatewayFor,
 ) -> None:
     gateway = gateway_for(
         tmp_path,
