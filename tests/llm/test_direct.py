@@ -104,7 +104,7 @@ async def test_a_request_with_parts_litellm_rewrites_goes_through_litellm(
 
 async def test_both_paths_send_the_same_body(fake_llm: FakeLLMServer, tmp_path: Path) -> None:
     deployment = fake_deployment(fake_llm, "m", native_tools=True)
-    tools = [
+    tools: list[dict[str, Any]] = [
         {
             "type": "function",
             "function": {
@@ -123,7 +123,7 @@ async def test_both_paths_send_the_same_body(fake_llm: FakeLLMServer, tmp_path: 
             },
         }
     ]
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Define ‘hygge’."},
         {
