@@ -33,8 +33,8 @@ from pathlib import Path
 
 import aiohttp
 
-from bench import langgraph_peer
-from bench.server_start import _cpu_s, _rss_mb, _tree, free_port
+from bench import langgraph_peer, peer_start
+from bench.server_start import Start, _cpu_s, _rss_mb, _tree, free_port
 from bench.service_harness import (
     FAKE_LLM,
     MODEL,
@@ -220,19 +220,29 @@ def _models(directory: Path, llm_url: str) -> str:
     return str(path)
 
 
-@contextlib.asynccontextmanager
-async def _langgraph(directory: Path, llm_url: str) -> AsyncIterator[Server]:
-    langgraph = langgraph_peer.install()
+def _peer_project(directory: Path) -> Path:
     project = directory / "peer"
     project.mkdir()
     (project / "graph.py").write_text(PEER_GRAPH, encoding="utf-8")
     (project / "langgraph.json").write_text(json.dumps(PEER_CONFIG), encoding="utf-8")
+    return project
+
+
+def _peer_env(llm_url: str) -> dict[str, str]:
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_", "OPENAI_"))
     }
     env.update(langgraph_peer.PEER_ENV, PEER_MODEL=MODEL, PEER_BASE_URL=llm_url)
+    return env
+
+
+@contextlib.asynccontextmanager
+async def _langgraph(directory: Path, llm_url: str) -> AsyncIterator[Server]:
+    langgraph = langgraph_peer.install()
+    project = _peer_project(directory)
+    env = _peer_env(llm_url)
     port = free_port()
     command = [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port)]
     with (directory / "langgraph.log").open("wb") as log:
@@ -380,10 +390,32 @@ SYSTEMS: dict[str, System] = {
 PEER = "LangGraph dev"
 
 
-def run(tasks: int = 1000, clients: int = 32, rounds: int = 2) -> list[list[Outcome]]:
-    """`rounds` rounds of every system; each round's outcomes in the order they ran."""
+@dataclass(frozen=True)
+class Round:
+    """One round: each system's outcome under load, in the order they ran, and a start-up of
+    each server (`bench.peer_start`)."""
 
-    async def main() -> list[list[Outcome]]:
+    outcomes: list[Outcome]
+    starts: dict[str, Start]
+
+
+async def _starts(llm_url: str, round_number: int) -> dict[str, Start]:
+    """A start of each server, the first of them alternating from round to round."""
+    with tempfile.TemporaryDirectory(prefix="omniforge-peer-start-") as tmp:
+        directory = Path(tmp)
+        models, project = _models(directory, llm_url), _peer_project(directory)
+        measures = {
+            peer_start.OURS: lambda: peer_start.ours(directory, models, SERVER_CPU),
+            peer_start.THEIRS: lambda: peer_start.theirs(project, _peer_env(llm_url), SERVER_CPU),
+        }
+        names = list(measures)[:: -1 if round_number % 2 else 1]
+        return {name: await asyncio.to_thread(measures[name]) for name in names}
+
+
+def run(tasks: int = 1000, clients: int = 32, rounds: int = 2) -> list[Round]:
+    """`rounds` rounds of every system."""
+
+    async def main() -> list[Round]:
         others = set(range(os.cpu_count() or 1)) - {SERVER_CPU}
         if others:
             os.sched_setaffinity(0, others)  # the client and the model server off CPU 0
@@ -391,23 +423,24 @@ def run(tasks: int = 1000, clients: int = 32, rounds: int = 2) -> list[list[Outc
             args = [sys.executable, str(FAKE_LLM), "--port", "0", "--model", MODEL]
             args += ["--tool-call", "calculator", "--tool-arguments", '{"expression": "12*(3+4)"}']
             async with child(args, Path(tmp) / "llm.log", {}) as llm:
-                results: list[list[Outcome]] = []
+                results: list[Round] = []
                 names = list(SYSTEMS)
                 for round_number in range(rounds):
                     shift = round_number % len(names)
                     order = names[shift:] + names[:shift]
+                    starts = await _starts(llm.ready, round_number)
                     outcomes = []
                     for name in order:
                         outcomes.append(await _measure(name, SYSTEMS[name], llm, tasks, clients))
-                    results.append(outcomes)
+                    results.append(Round(outcomes, starts))
                 return results
 
     return run_async(main())
 
 
-def report(rounds: list[list[Outcome]], clients: int) -> None:
+def report(rounds: list[Round], clients: int) -> None:
     """Each round's figures per system, and its ratios to the peer in the same round."""
-    tasks = rounds[0][0].tasks
+    tasks = rounds[0].outcomes[0].tasks
     print(
         f"\nOmniForge beside LangGraph's agent server: {tasks} two-call ReAct tasks per system "
         f"per round from {clients} clients, after one warm-up task per client\n"
@@ -419,7 +452,8 @@ def report(rounds: list[list[Outcome]], clients: int) -> None:
         f"  {'system':<34} {'CPU/task':>9} {'calls/CPU-s':>11} {'tasks/s':>8} {'p50':>8} "
         f"{'p99':>8} {'PG CPU/task':>11} {'RSS idle→after':>16} {'failed':>6}"
     )
-    for number, outcomes in enumerate(rounds, 1):
+    for number, round_ in enumerate(rounds, 1):
+        outcomes = round_.outcomes
         print(f"\n  round {number} (in this order)\n{header}")
         for o in outcomes:
             database = (
@@ -445,3 +479,13 @@ def report(rounds: list[list[Outcome]], clients: int) -> None:
         for o in outcomes:
             for failure in o.failures[:3]:
                 print(f"  ! {o.system}: {failure}")
+        _report_starts(round_.starts)
+
+
+def _report_starts(starts: dict[str, Start]) -> None:
+    ours, theirs = starts[peer_start.OURS], starts[peer_start.THEIRS]
+    print("  start-up to ready (spawn -> first 200 of /readyz, /ok), in this order:")
+    for name, start in starts.items():
+        cpu, rss = f"CPU {start.cpu_s:.2f} s", f"RSS {start.rss_mb:.0f} MB"
+        print(f"    {name:<16} {start.wall_s:.2f} s, {cpu}, {rss}")
+    print(f"    ratio: {ours.wall_s / theirs.wall_s:.2f}× the peer's wall time")

@@ -38,11 +38,10 @@ from app.llm.litellm_env import (
     LlmProviders,
     ProviderConfigManager,
     Usage,
-    drop_non_python_regex_patterns,
     map_finish_reason,
-    tool_with_sanitized_parameters,
 )
 from app.llm.types import LLMDelta, LLMRequest, LLMToolCall
+from app.llm.wire import tools_json
 
 # The deployment parameters a direct call honours; any other (api_version, tpm, a default
 # temperature…) leaves the deployment to LiteLLM.
@@ -352,16 +351,14 @@ def _dispose(session: aiohttp.ClientSession) -> None:
 
 def _body(request: LLMRequest, endpoint: Endpoint, *, stream: bool) -> bytes:
     """The body LiteLLM sends: messages without their null fields, the options that are set,
-    `stream` always."""
+    `stream` always; the tools' JSON as serialised once per tool (`app.llm.wire`)."""
     messages = [
         message if None not in message.values() else _without_nulls(message)
         for message in request.messages
     ]
     body: dict[str, Any] = {"model": endpoint.upstream_model, "messages": messages}
-    if request.tools:
-        body["tools"] = _clean_tools(request.tools)
-        if request.tool_choice is not None:
-            body["tool_choice"] = request.tool_choice
+    if request.tools and request.tool_choice is not None:
+        body["tool_choice"] = request.tool_choice
     optional = {
         "temperature": request.temperature,
         "max_tokens": request.max_tokens,
@@ -372,35 +369,14 @@ def _body(request: LLMRequest, endpoint: Endpoint, *, stream: bool) -> bytes:
     body["stream"] = stream
     if stream:
         body["stream_options"] = {"include_usage": True}
-    return json.dumps(body, ensure_ascii=False).encode()
+    document = json.dumps(body)
+    if request.tools:
+        document = f'{document[:-1]}, "tools": {tools_json(request.tools)}}}'
+    return document.encode()
 
 
 def _without_nulls(message: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in message.items() if value is not None}
-
-
-def _clean_tools(tools: list[dict[str, Any]]) -> list[Any]:
-    """Tools with the regexes Python cannot compile dropped from their schemas, as LiteLLM
-    sends them to an OpenAI-compatible server (OpenAI's validator refuses them); the same
-    objects when there are none."""
-    return [
-        tool_with_sanitized_parameters(tool, drop_non_python_regex_patterns)
-        if _has_pattern(tool)
-        else tool
-        for tool in tools
-    ]
-
-
-def _has_pattern(value: Any) -> bool:
-    if isinstance(value, dict):
-        return (
-            "pattern" in value
-            or "patternProperties" in value
-            or any(_has_pattern(v) for v in value.values() if isinstance(v, dict | list))
-        )
-    if isinstance(value, list):
-        return any(_has_pattern(v) for v in value if isinstance(v, dict | list))
-    return False
 
 
 def _answer(document: Any, endpoint: Endpoint) -> Answer:

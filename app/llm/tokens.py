@@ -15,6 +15,7 @@ from typing import Any
 
 from app.bulkheads import TenantThreads
 from app.llm.litellm_env import litellm
+from app.llm.wire import tools_key
 
 _REPLY_PRIMING = 3
 _LONG_KEY_CHARS = 4096
@@ -30,7 +31,7 @@ class PromptTokens:
     def __init__(self, max_entries: int = 20_000) -> None:
         self._max_entries = max_entries
         self._messages: OrderedDict[tuple[str, Hashable], int] = OrderedDict()
-        self._tools: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._tools: OrderedDict[tuple[str, tuple[str, ...]], int] = OrderedDict()
 
     def count(
         self,
@@ -76,7 +77,7 @@ class PromptTokens:
     def _tool_set(
         self, model: str, tools: list[dict[str, Any]], sample: dict[str, Any] | None
     ) -> int:
-        key = (model, json.dumps(tools, sort_keys=True, separators=(",", ":")))
+        key = (model, tools_key(tools))
         cached = self._tools.get(key)
         if cached is not None:
             self._tools.move_to_end(key)

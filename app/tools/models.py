@@ -3,10 +3,11 @@
 import base64
 import json
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import StrEnum
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
 from uuid import UUID, uuid4
 
@@ -167,6 +168,17 @@ class ToolDefinition(BaseModel):
         return self
 
     def to_openai_tool(self) -> dict[str, Any]:
+        """The OpenAI function tool: one object per definition, shared by every call that
+        offers the tool (its JSON is serialised once, `app.llm.wire`): not to be changed."""
+        return self._openai_tool
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("_openai_tool", None)  # a copy with changes renders its own
+        return copy
+
+    @cached_property
+    def _openai_tool(self) -> dict[str, Any]:
         return {
             "type": "function",
             "function": {

@@ -137,7 +137,8 @@ async def test_both_paths_send_the_same_body(fake_llm: FakeLLMServer, tmp_path: 
                 }
             ],
         },
-        {"role": "tool", "tool_call_id": "c1", "content": "cosiness"},
+        # A lone surrogate (a broken tool output) goes as JSON escapes, as LiteLLM sends it.
+        {"role": "tool", "tool_call_id": "c1", "content": "cosiness \ud800"},
     ]
     request = LLMRequest(
         model="m",

@@ -124,6 +124,18 @@ def test_openai_tool_has_the_function_tool_shape() -> None:
     }
 
 
+def test_a_definition_offers_one_openai_form_and_a_changed_copy_its_own() -> None:
+    weather = definition(
+        name="weather", description="Current weather", parameters=WEATHER_PARAMETERS
+    )
+
+    # One object per definition: every call offering it reuses its serialised JSON.
+    assert weather.to_openai_tool() is weather.to_openai_tool()
+    renamed = weather.model_copy(update={"description": "Weather now"})
+    assert renamed.to_openai_tool()["function"]["description"] == "Weather now"
+    assert weather.to_openai_tool()["function"]["description"] == "Current weather"
+
+
 def test_react_description_lists_every_argument() -> None:
     weather = definition(
         name="weather",
