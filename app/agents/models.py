@@ -1,9 +1,10 @@
 """What an agent is asked to do."""
 
 from typing import Any, Self
-from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from app.ids import uuid4
 
 
 class AgentTask(BaseModel):

@@ -3,10 +3,10 @@ a client's, so that their logs and ours meet), else a new one. It is echoed in t
 `X-Request-ID` and carried by every log line the request causes (uvicorn's access line too)."""
 
 import re
-from uuid import uuid4
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.ids import uuid4
 from app.observability.log_context import request_logged_as
 
 HEADER = "X-Request-ID"

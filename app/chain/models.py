@@ -4,7 +4,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal, NoReturn, Self
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
@@ -13,6 +13,7 @@ from app.chain.enums import ChainStatus, ErrorCode, StepType, ToolType, Visibili
 from app.chain.money import USD
 from app.chain.replay import ReplayMatch, ReplayReport, StepDifference, ended, step_difference
 from app.errors import OmniForgeError
+from app.ids import uuid4
 
 
 def utc_now() -> datetime:

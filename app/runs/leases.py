@@ -14,9 +14,10 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from app.chain.models import utc_now
+from app.ids import uuid4
 from app.runs.outage import StoreGate
 from app.storage.errors import describe, is_transient
 from app.storage.runs import RunnerLease, RunnerLeases, TaskQueue

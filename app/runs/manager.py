@@ -23,11 +23,12 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from app.agents import AgentRun, AgentRuntime
 from app.chain import ErrorCode, TaskState
 from app.governance.limits import InProcessLimitStore, LimitStore
+from app.ids import uuid4
 from app.observability.tracing import RunTracer
 from app.runs.active import ActiveRuns
 from app.runs.admission import Admission, Turn

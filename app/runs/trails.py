@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from app.agents import AgentTask, CoTAgent, ReasoningEngine
 from app.chain import (
@@ -28,6 +28,7 @@ from app.chain import (
 )
 from app.chain.errors import ChainAbort
 from app.chain.models import utc_now
+from app.ids import uuid4
 from app.runs.active import ActiveRuns
 from app.runs.recorder import facts_of
 from app.storage.records import TaskRecord

@@ -5,10 +5,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NoReturn
-from uuid import uuid4
 
 from app.bulkheads import TenantThreads
 from app.chain import ErrorCode, FailedAttempt, ReasoningChain, VisibilityLevel
+from app.ids import uuid4
 from app.tools.approvals import ApprovalGate, ApprovalPending, PendingApproval
 from app.tools.cache import ToolResultCache, cache_key
 from app.tools.errors import GuardRejection, InvalidToolArguments, ToolError, ToolTimeoutError

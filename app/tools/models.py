@@ -9,7 +9,7 @@ from decimal import Decimal
 from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Self
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.chain import FailedAttempt, ToolType, VisibilityLevel
 from app.chain.models import DataLabel
+from app.ids import uuid4
 from app.llm.types import DeltaKind
 from app.tools.approvals import ApprovalMode
 from app.tools.errors import ErrorClass

@@ -9,7 +9,6 @@ cannot be made becomes a failed result the model reads.
 import json
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import uuid4
 
 from app.chain import (
     ErrorCode,
@@ -21,6 +20,7 @@ from app.chain import (
     VisibilityConfig,
     VisibilityLevel,
 )
+from app.ids import uuid4
 from app.tools.approvals import ApprovalGate, ApprovalStatus, Decision
 from app.tools.errors import FieldError, InvalidToolArguments, ToolError
 from app.tools.guards import PendingCall, ToolGuard

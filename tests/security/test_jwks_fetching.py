@@ -62,16 +62,17 @@ async def test_keys_are_fetched_on_first_use_and_again_once_older_than_cache_s(
 ) -> None:
     idp.publish(rsa_key)
     clock = Clock()
-    token = rsa_key.sign(claims())
+    # A token of its own each time: a token once verified is not verified again for a while.
+    first, second, third = (rsa_key.sign(claims(jti=str(n))) for n in range(3))
 
     async with verifying(idp.url, clock=clock, cache_s=60) as verifier:
         assert idp.requests == 0
-        await verifier.verify(token)
+        await verifier.verify(first)
         clock.now += 59.9
-        await verifier.verify(token)
+        await verifier.verify(second)
         assert idp.requests == 1
         clock.now += 0.1
-        await verifier.verify(token)
+        await verifier.verify(third)
         assert idp.requests == 2
 
 
@@ -202,14 +203,14 @@ async def test_the_last_good_keys_are_kept_when_a_refetch_fails(
 ) -> None:
     idp.publish(rsa_key)
     clock = Clock()
-    token = rsa_key.sign(claims())
 
     async with verifying(idp.url, clock=clock) as verifier:
-        await verifier.verify(token)
+        await verifier.verify(rsa_key.sign(claims(jti="1")))
         idp.status = 500
         clock.now += CACHE_S
 
-        assert (await verifier.verify(token)).subject == "alice"  # stale keys, still used
+        later = rsa_key.sign(claims(jti="2"))  # one not verified yet
+        assert (await verifier.verify(later)).subject == "alice"  # stale keys, still used
         assert idp.requests == 2
         # A new key cannot be learnt meanwhile, and the caller is told why.
         assert await refusal(verifier, rsa_key_2.sign(claims())) == KEYS_UNAVAILABLE

@@ -4,6 +4,7 @@ the algorithm allow-list, required claims, leeway, claim names and the claims' s
 import hashlib
 import hmac
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -164,6 +165,35 @@ async def test_a_token_expired_within_the_leeway_is_accepted_and_beyond_it_refus
 
     assert (await TokenVerifier(SECRET, leeway_s=30).verify(token)).subject == "alice"
     assert await _refusal(token, TokenVerifier(SECRET, leeway_s=0)) == "the token has expired"
+
+
+async def test_a_verified_token_holds_for_a_minute_at_most_and_never_past_its_exp() -> None:
+    now = time.time()
+    clock = [now]
+    verifier = TokenVerifier(SECRET, leeway_s=0, clock=lambda: clock[0])
+    long_lived, short_lived = _hs256(exp=int(now) + 3600), _hs256(exp=int(now) + 10)
+
+    first, short = await verifier.verify(long_lived), await verifier.verify(short_lived)
+    clock[0] = now + 9
+    # Within its time a token is the same principal, its signature not checked again.
+    assert await verifier.verify(long_lived) is first
+    assert await verifier.verify(short_lived) is short
+    clock[0] = now + 11
+    # Past its `exp` it is verified again (here still valid by the real clock PyJWT reads)…
+    assert await verifier.verify(short_lived) is not short
+    assert await verifier.verify(long_lived) is first
+    clock[0] = now + 61
+    # …and any token after a minute.
+    assert await verifier.verify(long_lived) is not first
+
+
+async def test_a_refused_token_is_refused_again() -> None:
+    verifier = TokenVerifier(SECRET)
+    forged = jwt.encode(_claims(), "another-secret-" + "x" * 60, algorithm="HS256")
+
+    for _ in range(2):
+        with pytest.raises(AuthenticationFailed, match="signature is invalid"):
+            await verifier.verify(forged)
 
 
 async def test_a_token_not_valid_yet_beyond_the_leeway_is_refused() -> None:

@@ -5,9 +5,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from uuid import uuid4
 
 from app.governance.limits.windows import Grant, History, LimitRequest, Refusal, retry_after
+from app.ids import uuid4
 
 
 @dataclass(slots=True)

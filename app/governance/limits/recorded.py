@@ -5,7 +5,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from uuid import uuid4
 
 from app.governance.limits.windows import (
     LATE_S,
@@ -17,6 +16,7 @@ from app.governance.limits.windows import (
     Refusal,
     retry_after,
 )
+from app.ids import uuid4
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,6 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-from uuid import uuid4
 
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
@@ -21,6 +20,7 @@ from app.governance.limits.windows import (
     PastEntry,
     Refusal,
 )
+from app.ids import uuid4
 
 _FILL_ROUNDS = 3  # a window lost again while it was being filled is filled again, twice
 _MODES = {"reserved": "k", "settled": "s", "released": "d"}

@@ -4,7 +4,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from uuid import uuid4
 
 from redis import exceptions as redis_errors
 
@@ -19,6 +18,7 @@ from app.governance.limits.windows import (
     PastEntry,
     Refusal,
 )
+from app.ids import uuid4
 
 logger = logging.getLogger(__name__)
 

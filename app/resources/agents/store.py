@@ -3,12 +3,13 @@ can refuse: a name taken, a change to an archived agent or to the built-in one."
 
 from datetime import datetime
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from sqlalchemy import Select, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.errors import OmniForgeError
+from app.ids import uuid4
 from app.storage.records import AgentRecord
 from app.storage.repository import TenantScoped
 from app.storage.tables import agent_versions, agents

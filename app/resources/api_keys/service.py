@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from app.chain.models import utc_now
 from app.errors import NotFound, OmniForgeError
@@ -15,6 +15,7 @@ from app.governance.audit import AuditAction, audit_row
 from app.governance.callers import Caller
 from app.governance.quotas import TenantQuotas
 from app.governance.tenants import Tenant
+from app.ids import uuid4
 from app.resources.api_keys.store import ApiKeyRepository
 from app.security.api_keys import new_api_key, secret_digest
 from app.security.rbac import Role, crosses_tenants, permissions_of

@@ -5,11 +5,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from sqlalchemy import Select, Text, and_, case, cast, delete, insert, select
 
 from app.chain import TaskState
+from app.ids import uuid4
 from app.storage.pagination import Cursor, Page
 from app.storage.records import ConversationRecord, TaskRecord
 from app.storage.repository import TenantScoped

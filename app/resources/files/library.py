@@ -8,7 +8,7 @@ import io
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from PIL import Image
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.chain.models import utc_now
 from app.config import Settings
 from app.governance.audit import AuditAction, audit_row
+from app.ids import uuid4
 from app.storage.audit import AuditRepository
 from app.storage.database import Database
 from app.storage.files import (

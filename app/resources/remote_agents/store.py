@@ -3,13 +3,14 @@ last fetched."""
 
 from datetime import datetime
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from app.errors import OmniForgeError
+from app.ids import uuid4
 from app.storage.repository import TenantScoped
 from app.storage.tables import mcp_servers, remote_agents
 

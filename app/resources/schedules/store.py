@@ -4,12 +4,13 @@ one-statement compare-and-set that gives each firing to exactly one instance."""
 
 from datetime import datetime
 from typing import Any, Literal
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, func, insert, select, text, update
 
 from app.chain import TaskState
+from app.ids import uuid4
 from app.storage.database import Database
 from app.storage.notify import SCHEDULES
 from app.storage.pagination import Cursor, Page

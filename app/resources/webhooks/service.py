@@ -5,7 +5,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -15,6 +15,7 @@ from app.governance.audit import AuditAction
 from app.governance.auditing import ResourceAudit, record_change
 from app.governance.callers import Caller
 from app.governance.tenants import Tenant
+from app.ids import uuid4
 from app.resources.audited import AuditedRows
 from app.resources.webhooks import Webhooks
 from app.resources.webhooks.signing import endpoint_secret_name, new_secret

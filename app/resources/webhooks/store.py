@@ -3,12 +3,13 @@ with their attempts, as stored; an endpoint's secret only sealed."""
 
 from datetime import datetime, timedelta
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from app.ids import uuid4
 from app.storage.repository import TenantScoped
 from app.storage.tables import (
     webhook_attempts,

@@ -15,7 +15,7 @@ the group write with its type.
 """
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -174,7 +174,21 @@ GROUP_WRITE_WITH_DELIVERIES = _statement(deliveries=True)
 have some pay for it."""
 
 
+# `json.dumps` with arguments builds an encoder per call; these are built once. Strings (most
+# values) take the C string encoder directly, as `json.dumps` itself does.
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_string: Callable[[str], str] = json.encoder.encode_basestring
+_keys: dict[str, str] = {}
+
+
 def _value(value: Any) -> str:
+    kind = type(value)
+    if kind is str:
+        return _string(value)
+    if kind is int:
+        return int.__repr__(value)
+    if value is None:
+        return "null"
     if isinstance(value, RawJSON):
         return value  # already JSON: spliced, not encoded again
     if isinstance(value, datetime | date):
@@ -183,14 +197,21 @@ def _value(value: Any) -> str:
         return f'"{value}"'
     if isinstance(value, Decimal):
         return str(value)  # a JSON number: exact in jsonb
-    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    return _encode(value)
+
+
+def _key(name: str) -> str:
+    """A column's name as a JSON member's, with its colon: a handful of names, each once."""
+    member = _keys.get(name)
+    if member is None:
+        member = _keys[name] = _string(name) + ":"
+    return member
 
 
 def _rows(rows: Iterable[Mapping[str, Any]], key: str = "") -> str:
     """Rows as JSON objects, each opened with `key` (a member naming the row's run) if any."""
     return ",".join(
-        "{" + key + ",".join(f"{json.dumps(k)}:{_value(v)}" for k, v in row.items()) + "}"
-        for row in rows
+        "{" + key + ",".join(_key(k) + _value(v) for k, v in row.items()) + "}" for row in rows
     )
 
 

@@ -14,7 +14,6 @@ import ssl
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, cast
-from uuid import uuid4
 
 import httpx
 from a2a.client import A2AClientError, A2AClientTimeoutError, Client, ClientConfig, ClientFactory
@@ -35,6 +34,7 @@ from google.protobuf.json_format import MessageToDict  # type: ignore[import-unt
 from google.protobuf.struct_pb2 import Struct  # type: ignore[import-untyped]
 
 from app.chain import ErrorCode
+from app.ids import uuid4
 from app.tools.a2a.cards import (
     BINDINGS,
     CardRefused,
