@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
@@ -56,6 +56,8 @@ PEER_TOOLS = ["calculator", "current_time"]
 SERVER_CPU = 0
 READY_TIMEOUT_S = 90.0
 TASK_TIMEOUT_S = 60.0
+# Tasks one client runs one after another, after the warm-up: submit -> answer alone.
+SINGLE_CLIENT_TASKS = 100
 
 PEER_GRAPH = '''"""A ReAct agent with two tools on an OpenAI-compatible model: the peer's side of
 `scripts/bench peer`."""
@@ -125,6 +127,7 @@ class Outcome:
     rss_idle_mb: float
     rss_after_mb: float
     postgres_cpu_s: float | None = None
+    single_client_s: list[float] = field(default_factory=list)
 
     @property
     def cpu_ms_per_task(self) -> float:
@@ -140,6 +143,9 @@ class Outcome:
 
     def latency_ms(self, q: float) -> float:
         return percentile(self.latencies_s, q) * 1000
+
+    def single_client_ms(self, q: float) -> float:
+        return percentile(self.single_client_s, q) * 1000
 
 
 @dataclass(frozen=True)
@@ -337,6 +343,14 @@ async def _measure(name: str, system: System, llm: Proc, tasks: int, clients: in
                 failures = [outcome for outcome in warm if outcome != "completed"]
                 if failures:
                     raise RuntimeError(f"{name}: the warm-up failed: {failures[:3]}")
+                # One client alone: submit -> answer of each task in turn, before the load.
+                alone: list[float] = []
+                for _ in range(SINGLE_CLIENT_TASKS):
+                    started = time.perf_counter()
+                    outcome = await server.run_task(session)
+                    alone.append(time.perf_counter() - started)
+                    if outcome != "completed":
+                        raise RuntimeError(f"{name}: a single-client task failed: {outcome}")
                 remaining = tasks
                 latencies: list[float] = []
 
@@ -377,6 +391,7 @@ async def _measure(name: str, system: System, llm: Proc, tasks: int, clients: in
         rss_idle,
         rss_after,
         database_cpu,
+        alone,
     )
 
 
@@ -475,6 +490,12 @@ def report(rounds: list[Round], clients: int) -> None:
                 f"calls/CPU-s {o.calls_per_cpu_s / peer.calls_per_cpu_s:.2f}×, "
                 f"tasks/s {o.tasks_per_s / peer.tasks_per_s:.2f}×, "
                 f"p99 {o.latency_ms(99) / peer.latency_ms(99):.2f}×"
+            )
+        print(f"  one client alone, {SINGLE_CLIENT_TASKS} tasks in turn, submit -> answer:")
+        for o in outcomes:
+            print(
+                f"    {o.system:<34} p50 {o.single_client_ms(50):5.1f} ms"
+                f"  p99 {o.single_client_ms(99):5.1f} ms"
             )
         for o in outcomes:
             for failure in o.failures[:3]:
