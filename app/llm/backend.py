@@ -21,7 +21,14 @@ from app.llm.litellm_env import MAX_CONNECTIONS, Router, Usage, litellm, use_ope
 from app.llm.pricing import Deployment, resolve_deployment
 from app.llm.router import TrackingRouter, classify, tracking_attempts
 from app.llm.tokens import PromptTokens
-from app.llm.types import LLMDelta, LLMEstimate, LLMRequest, LLMResponse, LLMToolCall
+from app.llm.types import (
+    LLMDelta,
+    LLMEstimate,
+    LLMRequest,
+    LLMResponse,
+    LLMToolCall,
+    StreamedReply,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -151,45 +158,39 @@ class LiteLLMBackend:
                 stream = await self.router.acompletion(**kwargs)
             except Exception as exc:
                 raise _call_error(exc, attempts) from exc
-        parts: list[str] = []
-        thoughts: list[str] = []
-        calls: dict[int, dict[str, str]] = {}
-        finish_reason: str | None = None
-        usage: Any = None
+        reply = StreamedReply()
         try:
             async for chunk in stream:
-                usage = getattr(chunk, "usage", None) or usage
+                reply.usage = getattr(chunk, "usage", None) or reply.usage
                 if not chunk.choices:
                     continue
                 choice = chunk.choices[0]
-                finish_reason = choice.finish_reason or finish_reason
+                reply.finish_reason = choice.finish_reason or reply.finish_reason
                 delta = choice.delta
-                reasoning = getattr(delta, "reasoning_content", None)
-                if reasoning:
-                    thoughts.append(reasoning)
-                    yield LLMDelta(reasoning, "reasoning")
-                if delta.content:
-                    parts.append(delta.content)
-                    yield LLMDelta(delta.content)
+                for piece in (
+                    reply.delta(getattr(delta, "reasoning_content", None), "reasoning"),
+                    reply.delta(delta.content),
+                ):
+                    if piece is not None:
+                        yield piece
                 for call in delta.tool_calls or []:
-                    slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
-                    slot["id"] = call.id or slot["id"]
-                    if call.function is not None:
-                        slot["name"] += call.function.name or ""
-                        slot["arguments"] += call.function.arguments or ""
+                    function = call.function
+                    reply.call(
+                        call.index,
+                        call.id,
+                        function.name if function is not None else None,
+                        function.arguments if function is not None else None,
+                    )
         except Exception as exc:
             raise _call_error(exc, attempts) from exc
         yield self._response(
             request,
             stream,
-            content="".join(parts) or None,
-            reasoning="".join(thoughts) or None,
-            tool_calls=[
-                LLMToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
-                for i, c in sorted(calls.items())
-            ],
-            finish_reason=finish_reason,
-            usage=usage,
+            content=reply.content,
+            reasoning=reply.reasoning,
+            tool_calls=reply.tool_calls,
+            finish_reason=reply.finish_reason,
+            usage=reply.usage,
             attempts=attempts,
             streamed=True,
         )

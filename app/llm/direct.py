@@ -33,14 +33,14 @@ from pydantic import ValidationError
 
 from app.chain import FailedAttempt
 from app.llm.config import ENV_REFERENCE_PREFIX, ModelList
-from app.llm.errors import LLMCallError, LLMErrorKind
+from app.llm.errors import LLMCallError, LLMErrorKind, kind_of_status
 from app.llm.litellm_env import (
     LlmProviders,
     ProviderConfigManager,
     Usage,
     map_finish_reason,
 )
-from app.llm.types import LLMDelta, LLMRequest, LLMToolCall
+from app.llm.types import LLMDelta, LLMRequest, LLMToolCall, StreamedReply
 from app.llm.wire import tools_json
 
 # The deployment parameters a direct call honours; any other (api_version, tpm, a default
@@ -62,14 +62,6 @@ _STATUS_NAMES = {
     429: "RateLimitError",
     502: "BadGatewayError",
     503: "ServiceUnavailableError",
-}
-_STATUS_KINDS = {
-    401: LLMErrorKind.AUTHENTICATION,
-    403: LLMErrorKind.AUTHENTICATION,
-    404: LLMErrorKind.NOT_FOUND,
-    408: LLMErrorKind.TIMEOUT,
-    409: LLMErrorKind.TRANSIENT,
-    429: LLMErrorKind.RATE_LIMIT,
 }
 # How OpenAI-compatible servers say a prompt is too long (as LiteLLM recognises it).
 _CONTEXT_WINDOW_SIGNS = (
@@ -404,11 +396,7 @@ def _answer(document: Any, endpoint: Endpoint) -> Answer:
 async def _read_stream(
     response: aiohttp.ClientResponse, endpoint: Endpoint
 ) -> AsyncIterator[LLMDelta | Answer]:
-    parts: list[str] = []
-    thoughts: list[str] = []
-    calls: dict[int, dict[str, str]] = {}
-    finish_reason: str | None = None
-    usage: Any = None
+    reply = StreamedReply()
     try:
         async with response:
             async for line in response.content:
@@ -420,41 +408,41 @@ async def _read_stream(
                 chunk = json.loads(data)
                 if chunk.get("error"):
                     raise _chunk_error(chunk["error"])
-                usage = chunk.get("usage") or usage
+                reply.usage = chunk.get("usage") or reply.usage
                 if not chunk.get("choices"):
                     continue
                 choice = chunk["choices"][0]
-                finish_reason = choice.get("finish_reason") or finish_reason
+                reply.finish_reason = choice.get("finish_reason") or reply.finish_reason
                 delta = choice.get("delta") or {}
-                reasoning = _text(delta.get("reasoning_content") or delta.get("reasoning"))
-                if reasoning:
-                    thoughts.append(reasoning)
-                    yield LLMDelta(reasoning, "reasoning")
-                if content := _text(delta.get("content")):
-                    parts.append(content)
-                    yield LLMDelta(content)
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                for piece in (
+                    reply.delta(_text(reasoning), "reasoning"),
+                    reply.delta(_text(delta.get("content"))),
+                ):
+                    if piece is not None:
+                        yield piece
                 for call in delta.get("tool_calls") or []:
-                    slot = calls.setdefault(
-                        call.get("index", 0), {"id": "", "name": "", "arguments": ""}
-                    )
-                    slot["id"] = _text(call.get("id")) or slot["id"]
                     function = call.get("function") or {}
-                    slot["name"] += _text(function.get("name")) or ""
-                    slot["arguments"] += _text(function.get("arguments")) or ""
+                    index = call.get("index", 0)
+                    if not isinstance(index, int):
+                        raise TypeError(f"a tool call's index is a {type(index).__name__}")
+                    reply.call(
+                        index,
+                        _text(call.get("id")),
+                        _text(function.get("name")),
+                        _text(function.get("arguments")),
+                    )
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
         raise _transport_error(exc, endpoint) from exc
     except _MALFORMED as exc:
         raise _malformed(endpoint, "a chunk that is not a chat completion chunk") from exc
     yield Answer(
         endpoint=endpoint,
-        content="".join(parts) or None,
-        reasoning="".join(thoughts) or None,
-        tool_calls=[
-            LLMToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
-            for i, c in sorted(calls.items())
-        ],
-        finish_reason=_finish_reason(finish_reason),
-        usage=_usage(usage),
+        content=reply.content,
+        reasoning=reply.reasoning,
+        tool_calls=reply.tool_calls,
+        finish_reason=_finish_reason(reply.finish_reason),
+        usage=_usage(reply.usage),
     )
 
 
@@ -481,14 +469,12 @@ def _status_error(status: int, body: bytes, headers: Any) -> LLMCallError:
     """An error status, classified as `classify` classifies LiteLLM's exception for it."""
     message, code = _provider_error(body)
     signs = f"{code} {message}".lower()
-    kind = _STATUS_KINDS.get(status)
+    kind = kind_of_status(status) or LLMErrorKind.TRANSIENT
     name = _STATUS_NAMES.get(status, "InternalServerError" if status >= 500 else "APIError")
     if status == 400 and any(sign in signs for sign in _CONTEXT_WINDOW_SIGNS):
         kind, name = LLMErrorKind.CONTEXT_WINDOW, "ContextWindowExceededError"
     elif status == 400 and any(sign in signs for sign in _CONTENT_POLICY_SIGNS):
         kind, name = LLMErrorKind.CONTENT_POLICY, "ContentPolicyViolationError"
-    elif kind is None:
-        kind = LLMErrorKind.TRANSIENT if status >= 500 else LLMErrorKind.BAD_REQUEST
     return LLMCallError(
         f"{name}: {message[:_MAX_MESSAGE_CHARS]}",
         kind=kind,

@@ -33,6 +33,29 @@ class LLMErrorKind(StrEnum):
         return self in {LLMErrorKind.TIMEOUT, LLMErrorKind.RATE_LIMIT, LLMErrorKind.TRANSIENT}
 
 
+# Statuses whose kind is not the 4xx/5xx default (a provider's 401 whose body says
+# `invalid_request_error`, as OpenAI's do, is still an authentication failure).
+_STATUS_KINDS = {
+    401: LLMErrorKind.AUTHENTICATION,
+    403: LLMErrorKind.AUTHENTICATION,
+    404: LLMErrorKind.NOT_FOUND,
+    408: LLMErrorKind.TIMEOUT,
+    409: LLMErrorKind.TRANSIENT,
+    429: LLMErrorKind.RATE_LIMIT,
+}
+
+
+def kind_of_status(status: int) -> LLMErrorKind | None:
+    """The kind of a provider's error status; None for one that is not an error."""
+    if status in _STATUS_KINDS:
+        return _STATUS_KINDS[status]
+    if status >= 500:
+        return LLMErrorKind.TRANSIENT
+    if status >= 400:
+        return LLMErrorKind.BAD_REQUEST
+    return None
+
+
 class LLMCallError(OmniForgeError):
     """Every deployment tried for a call failed; `failed_attempts` lists each, in order."""
 

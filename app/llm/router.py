@@ -7,7 +7,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from app.chain import FailedAttempt
-from app.llm.errors import LLMCallError, LLMErrorKind
+from app.llm.errors import LLMCallError, LLMErrorKind, kind_of_status
 from app.llm.litellm_env import Router, deployment_has_io_token_limits, litellm
 
 _attempts: ContextVar[list[FailedAttempt] | None] = ContextVar("llm_attempts", default=None)
@@ -84,16 +84,6 @@ _SPECIFIC_KINDS: tuple[tuple[str, LLMErrorKind], ...] = (
     ("Timeout", LLMErrorKind.TIMEOUT),
     ("RouterRateLimitError", LLMErrorKind.RATE_LIMIT),
 )
-# LiteLLM maps a provider's 401 whose body says `invalid_request_error` (as OpenAI's do) to
-# BadRequestError: the status is the more reliable signal.
-_STATUS_KINDS = {
-    401: LLMErrorKind.AUTHENTICATION,
-    403: LLMErrorKind.AUTHENTICATION,
-    404: LLMErrorKind.NOT_FOUND,
-    408: LLMErrorKind.TIMEOUT,
-    409: LLMErrorKind.TRANSIENT,
-    429: LLMErrorKind.RATE_LIMIT,
-}
 _CLASS_KINDS: tuple[tuple[str, LLMErrorKind], ...] = (
     ("RateLimitError", LLMErrorKind.RATE_LIMIT),
     ("AuthenticationError", LLMErrorKind.AUTHENTICATION),
@@ -129,13 +119,10 @@ def classify(exc: BaseException) -> LLMCallError:
 def _kind(exc: BaseException, status_code: int | None) -> LLMErrorKind:
     if (kind := _kind_by_class(exc, _SPECIFIC_KINDS)) is not None:
         return kind
-    if status_code is not None:
-        if status_code in _STATUS_KINDS:
-            return _STATUS_KINDS[status_code]
-        if status_code >= 500:
-            return LLMErrorKind.TRANSIENT
-        if status_code >= 400:
-            return LLMErrorKind.BAD_REQUEST
+    # LiteLLM maps a provider's 401 whose body says `invalid_request_error` (as OpenAI's do)
+    # to BadRequestError: the status is the more reliable signal.
+    if status_code is not None and (kind := kind_of_status(status_code)) is not None:
+        return kind
     if (kind := _kind_by_class(exc, _CLASS_KINDS)) is not None:
         return kind
     if isinstance(exc, TimeoutError):

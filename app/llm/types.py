@@ -76,6 +76,48 @@ class LLMDelta:
     kind: DeltaKind = "content"
 
 
+class StreamedReply:
+    """A streamed reply's pieces as they come: the answer's text, the reasoning, and each tool
+    call's fragments by the call's index; `delta` hands each piece of text on as an
+    `LLMDelta`."""
+
+    __slots__ = ("_calls", "_parts", "_thoughts", "finish_reason", "usage")
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+        self._thoughts: list[str] = []
+        self._calls: dict[int, dict[str, str]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+
+    def delta(self, text: str | None, kind: DeltaKind = "content") -> LLMDelta | None:
+        if not text:
+            return None
+        (self._parts if kind == "content" else self._thoughts).append(text)
+        return LLMDelta(text, kind)
+
+    def call(self, index: int, id: str | None, name: str | None, arguments: str | None) -> None:
+        slot = self._calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        slot["id"] = id or slot["id"]
+        slot["name"] += name or ""
+        slot["arguments"] += arguments or ""
+
+    @property
+    def content(self) -> str | None:
+        return "".join(self._parts) or None
+
+    @property
+    def reasoning(self) -> str | None:
+        return "".join(self._thoughts) or None
+
+    @property
+    def tool_calls(self) -> list[LLMToolCall]:
+        return [
+            LLMToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"])
+            for i, c in sorted(self._calls.items())
+        ]
+
+
 @dataclass(frozen=True, slots=True)
 class ModelPrice:
     """Dollars per token, as registered for a deployment (model list or LiteLLM's map)."""

@@ -244,6 +244,7 @@ async def test_a_gateway_serves_one_event_loop_after_another(
         (b"<html>gateway</html>", False),
         (b'data: {"choices": [{"delta": {"content": ["a"]}}]}\n\n', True),
         (b"data: {not json\n\n", True),
+        (b'data: {"choices": [{"delta": {"tool_calls": [{"index": "a"}]}}]}\n\n', True),
     ],
     ids=[
         "choices-not-a-list",
@@ -251,6 +252,7 @@ async def test_a_gateway_serves_one_event_loop_after_another(
         "not-json",
         "chunk-content-not-text",
         "bad-chunk",
+        "call-index-not-a-number",
     ],
 )
 async def test_an_answer_that_is_not_a_chat_completion_fails_the_call_cleanly(
