@@ -1,5 +1,6 @@
 """The gateway's LiteLLM side: one Router over the model list, each deployment resolved
-(provider, prices, capabilities), calls with usage and cost. Importing it imports LiteLLM
+(provider, prices, capabilities), calls with usage and cost, the direct HTTP path beside the
+Router for the deployments it would only relay. Importing it imports LiteLLM
 (seconds of CPU): `LLMGateway` loads it in the background or on first use."""
 
 import asyncio

@@ -1,4 +1,5 @@
-"""The LLM gateway: one LiteLLM Router over the model list, with fallbacks, usage and cost.
+"""The LLM gateway: one LiteLLM Router over the model list, with fallbacks, usage and cost;
+the calls LiteLLM would only relay go over HTTP directly (`app.llm.direct`).
 
 Building it imports no LiteLLM (seconds of CPU): the model list's names, fallbacks and
 defaults are known at once, and its LiteLLM side (`app.llm.backend`: the Router, each
