@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench import langgraph_peer
 from bench.server_start import Start, start_server
-from bench.startup import _omniforge, _our_env
+from bench.startup import omniforge_command, our_env
 
 OURS = "omniforge serve"
 THEIRS = "langgraph dev"
@@ -24,8 +24,8 @@ THEIRS = "langgraph dev"
 
 def ours(directory: Path, models_file: str, cpu: int) -> Start:
     data = directory / "serve-data"
-    env = {**_our_env(data), "OMNIFORGE_MODELS_FILE": models_file}
-    command = ["taskset", "-c", str(cpu), _omniforge(), "serve", "--port"]
+    env = {**our_env(data), "OMNIFORGE_MODELS_FILE": models_file}
+    command = ["taskset", "-c", str(cpu), omniforge_command(), "serve", "--port"]
     return start_server(command, env, data, "/readyz")
 
 

@@ -98,7 +98,7 @@ def run(repetitions: int) -> StartupResult:
 # The light commands ---------------------------------------------------------------------------
 
 
-def _omniforge() -> str:
+def omniforge_command() -> str:
     return str(Path(sys.prefix) / "bin" / "omniforge")
 
 
@@ -108,10 +108,10 @@ def _commands(repetitions: int) -> tuple[list[float], list[float]]:
     help_cpu: list[float] = []
     token_cpu: list[float] = []
     with tempfile.TemporaryDirectory(prefix="omniforge-token-") as data:
-        env = _our_env(Path(data))
-        token = [_omniforge(), "token", "--tenant", "default", "--sub", "bench"]
+        env = our_env(Path(data))
+        token = [omniforge_command(), "token", "--tenant", "default", "--sub", "bench"]
         for round_ in range(repetitions + 1):
-            help_s = _cpu_of([_omniforge(), "--help"], env)
+            help_s = _cpu_of([omniforge_command(), "--help"], env)
             token_s = _cpu_of(token, env)
             if round_ > 0:
                 help_cpu.append(help_s)
@@ -133,7 +133,7 @@ def _cpu_of(command: Sequence[str], env: dict[str, str]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _our_env(data: Path) -> dict[str, str]:
+def our_env(data: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("OMNIFORGE_")}
     return {**env, "OMNIFORGE_DATA_DIR": str(data)}
 
@@ -144,16 +144,16 @@ def _our_env(data: Path) -> dict[str, str]:
 def _ours(data: Path) -> tuple[Start, Start]:
     """A fresh start (measured to idle), then a restart on the same data whose first task is
     submitted the moment it is ready."""
-    env = _our_env(data)
+    env = our_env(data)
     # Minted first: in development it makes the secret the service will sign with.
     token = subprocess.run(
-        [_omniforge(), "token", "--tenant", "default", "--sub", "bench"],
+        [omniforge_command(), "token", "--tenant", "default", "--sub", "bench"],
         env=env,
         capture_output=True,
         check=True,
         text=True,
     ).stdout.strip()
-    command = [_omniforge(), "serve", "--port"]
+    command = [omniforge_command(), "serve", "--port"]
     fresh = start_server(command, env, data, "/readyz", idle=True)
     restart = start_server(command, env, data, "/readyz", task=_our_task(token))
     return fresh, restart

@@ -207,6 +207,7 @@ class DirectCalls:
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._holder: AsyncIterator[None] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def route(self, request: LLMRequest, fallbacks: list[str]) -> list[Endpoint] | None:
         """The endpoints a call tries in turn, or None when one of them is not direct or the
@@ -264,18 +265,8 @@ class DirectCalls:
         raise first
 
     async def _complete(self, request: LLMRequest, endpoint: Endpoint) -> Answer:
-        timeout = aiohttp.ClientTimeout(
-            sock_connect=endpoint.timeout_s, sock_read=endpoint.timeout_s
-        )
         try:
-            async with (await self._pool()).post(
-                endpoint.url,
-                data=_body(request, endpoint, stream=False),
-                headers=endpoint.headers,
-                timeout=timeout,
-            ) as response:
-                if response.status >= 400:
-                    raise _status_error(response.status, await response.read(), response.headers)
+            async with await self._send(request, endpoint, stream=False) as response:
                 body = await response.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _transport_error(exc, endpoint) from exc
@@ -287,28 +278,32 @@ class DirectCalls:
     async def _open_stream(
         self, request: LLMRequest, endpoint: Endpoint
     ) -> tuple[aiohttp.ClientResponse, Endpoint]:
-        timeout = aiohttp.ClientTimeout(
-            sock_connect=endpoint.stream_timeout_s, sock_read=endpoint.stream_timeout_s
-        )
         try:
-            response = await (await self._pool()).post(
-                endpoint.url,
-                data=_body(request, endpoint, stream=True),
-                headers=endpoint.headers,
-                timeout=timeout,
-            )
-            if response.status >= 400:
-                async with response:
-                    raise _status_error(response.status, await response.read(), response.headers)
-        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return await self._send(request, endpoint, stream=True), endpoint
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _transport_error(exc, endpoint) from exc
-        return response, endpoint
+
+    async def _send(
+        self, request: LLMRequest, endpoint: Endpoint, *, stream: bool
+    ) -> aiohttp.ClientResponse:
+        """The response once its status is in; an error status raised, classified."""
+        seconds = endpoint.stream_timeout_s if stream else endpoint.timeout_s
+        response = await (await self._pool()).post(
+            endpoint.url,
+            data=_body(request, endpoint, stream=stream),
+            headers=endpoint.headers,
+            timeout=aiohttp.ClientTimeout(sock_connect=seconds, sock_read=seconds),
+        )
+        if response.status >= 400:
+            async with response:
+                raise _status_error(response.status, await response.read(), response.headers)
+        return response
 
     async def _pool(self) -> aiohttp.ClientSession:
         """The running loop's session. Unless `aclose` closes it first, it is closed while
-        its loop still runs: when the client is dropped (a gateway built for one command or
-        test), or when the loop ends, by `shutdown_asyncgens` (which `asyncio.run` and
-        `asyncio.Runner` call) closing the async generator that holds it open."""
+        its loop still runs by the async generator that holds it open being closed, by
+        `shutdown_asyncgens` as the loop ends (`asyncio.run` and `asyncio.Runner` call it),
+        or when the client is dropped (a gateway built for one command or test)."""
         loop = asyncio.get_running_loop()
         session = self._session
         if session is not None and self._loop is loop and not session.closed:
@@ -322,7 +317,11 @@ class DirectCalls:
         self._loop = loop
         self._holder = _held_open(self._session)
         await anext(self._holder)
-        weakref.finalize(self, _dispose, self._session)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        # A client dropped in a reference cycle is collected at some later pass, possibly
+        # once its loop is gone: its session is then closed as it goes.
+        self._finalizer = weakref.finalize(self, _dispose, self._session)
         return self._session
 
 

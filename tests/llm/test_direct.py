@@ -213,7 +213,8 @@ async def test_a_deployment_nobody_answers_at_falls_back_as_a_transient_failure(
     assert response.content == "from up"
     [attempt] = response.failed_attempts
     assert (attempt.deployment, attempt.error_class) == ("down-1", "transient")
-    assert f"127.0.0.1:{port}" not in attempt.message or not direct  # no address in ours
+    if direct:  # LiteLLM's message names the address; ours does not
+        assert f"127.0.0.1:{port}" not in attempt.message
 
 
 async def test_a_gateway_serves_one_event_loop_after_another(
