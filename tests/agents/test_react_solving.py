@@ -1,8 +1,11 @@
-"""The ReAct agent end to end: fake provider over HTTP → LiteLLM → executor → chain → events.
-Tasks solved: the exact steps, costs, requests and events of a run that completes."""
+"""The ReAct agent end to end: fake provider over HTTP → the gateway (its direct path; the first
+test through LiteLLM's Router too) → executor → chain → events. Tasks solved: the exact
+steps, costs, requests and events of a run that completes."""
 
 import json
 from pathlib import Path
+
+import pytest
 
 from app.agents import AgentTask
 from app.chain import (
@@ -32,10 +35,11 @@ TASK = "What is 17 * 23 + 4, and what time is it in Tokyo?"
 FINAL = "17 * 23 + 4 = 395, and in Tokyo it is 21:00."
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["direct", "litellm"])
 async def test_native_tool_calling_solves_a_two_tool_task_with_exact_steps_and_cost(
-    fake_llm: FakeLLMServer, tmp_path: Path
+    fake_llm: FakeLLMServer, tmp_path: Path, direct: bool
 ) -> None:
-    runtime = _runtime(fake_llm, tmp_path, native=True)
+    runtime = _runtime(fake_llm, tmp_path, native=True, llm_direct_http=direct)
     fake_llm.script(
         "agent-model",
         Reply.tool_calls(
@@ -111,7 +115,7 @@ async def test_native_tool_calling_solves_a_two_tool_task_with_exact_steps_and_c
     ]
     assert [len(c.tool_call.arguments["messages"]) for c in calls if c.tool_call] == [2, 2, 2]
     for step, sent in zip(calls, (first, second, third), strict=True):
-        # (LiteLLM leaves `content: null` off the wire.)
+        # (Both paths leave `content: null` off the wire, as LiteLLM does.)
         recorded = [{k: v for k, v in m.items() if v is not None} for m in chain.llm_messages(step)]
         assert recorded == sent["messages"]
 
