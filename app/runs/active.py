@@ -5,7 +5,7 @@ once a run is released, its task handed back to the store."""
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from uuid import UUID
 
 from app.agents import AgentRun
@@ -14,6 +14,7 @@ from app.observability.tracing import RunTracer
 from app.resources.webhooks.subscriptions import RunWebhooks
 from app.runs.audit import ToolAuditor
 from app.runs.channel import Relay, RunChannel, StreamEvent
+from app.runs.earlier_turns import repeats_earlier_turns
 from app.runs.live import LiveRun, LiveRuns, output_to
 from app.runs.metrics import RunLabels, RunMetrics
 from app.runs.recorder import ChildEvent, RunRecorder, own_events
@@ -64,6 +65,9 @@ class ActiveRuns:
         self._releasing = False
         self._sensitive_fields: frozenset[str] = frozenset()
         self._audit_levels: dict[str, str] = {}
+        # Tasks claimed here outside the queue (a sub-agent's, or one ended unstarted) whose
+        # runs are not live yet, by how many claims of each are under way.
+        self._claiming: dict[UUID, int] = {}
 
     def know_tools(self, definitions: Iterable[ToolDefinition]) -> None:
         """The registered tools: whose fields are redacted in audit rows, whose results kept."""
@@ -87,12 +91,35 @@ class ActiveRuns:
     def get(self, task_id: UUID) -> LiveRun | None:
         return self._runs.get(task_id)
 
+    def holds(self, task_id: UUID) -> bool:
+        """Whether the task's run is live here, or a claim of it here is under way."""
+        return task_id in self._runs or task_id in self._claiming
+
+    @contextlib.contextmanager
+    def claiming(self, task_id: UUID) -> Iterator[None]:
+        """While a task is claimed (or stored as this process's own) outside the queue and
+        its run started or its end stored: the task is held here meanwhile, so the lease
+        check does not give it back as a run this process lost."""
+        self._claiming[task_id] = self._claiming.get(task_id, 0) + 1
+        try:
+            yield
+        finally:
+            left = self._claiming.pop(task_id) - 1
+            if left:
+                self._claiming[task_id] = left
+
     def all(self) -> list[LiveRun]:
         return list(self._runs.values())
 
     def channel(self, task_id: UUID) -> RunChannel | None:
         live = self._runs.get(task_id)
         return None if live is None else live.channel
+
+    def followed(self, task_id: UUID, tenant_id: str) -> LiveRun | None:
+        """The task's run, if it is live here and a reader of `tenant_id` may follow it from
+        what is live alone (`LiveRun.followed_by`)."""
+        live = self._runs.get(task_id)
+        return live if live is not None and live.followed_by(tenant_id) else None
 
     def run(self, task_id: UUID) -> AgentRun | None:
         live = self._runs.get(task_id)
@@ -154,7 +181,14 @@ class ActiveRuns:
         )
         labels = RunLabels(task.tenant_id, run.task.model or "")
         channel = RunChannel(first_seq=task.last_seq + 1)
-        live = LiveRun(task.id, run, recorder, labels, channel=channel)
+        live = LiveRun(
+            task.id,
+            run,
+            recorder,
+            labels,
+            channel=channel,
+            repeats_turns=repeats_earlier_turns(task),
+        )
         if task.parent_task_id is not None:
             live.parent_task_id = task.parent_task_id
             calls = () if call is None else (call,)

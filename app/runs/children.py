@@ -238,24 +238,26 @@ class RunDelegation:
             start, submission=submission, agent=agent, history=[], attachments=(), family=link
         )
         self._starter.accept(child_id, child_start)
-        try:
-            child = await children.admission.store(
-                child_id,
-                start.principal,
-                submission,
-                start.policy,
-                agent,
-                None,
-                (),
-                owner=children.me,
-                family=columns,
-                budget=budget,
-                parent=(parent.id, held_by(parent)),
-            )
-        except BaseException:
-            self._starter.forget(child_id)
-            raise
-        await self._starter.launch(child)
+        # Stored as this process's own: held here until its run is live.
+        with children.active.claiming(child_id):
+            try:
+                child = await children.admission.store(
+                    child_id,
+                    start.principal,
+                    submission,
+                    start.policy,
+                    agent,
+                    None,
+                    (),
+                    owner=children.me,
+                    family=columns,
+                    budget=budget,
+                    parent=(parent.id, held_by(parent)),
+                )
+            except BaseException:
+                self._starter.forget(child_id)
+                raise
+            await self._starter.launch(child)
         return child
 
     def _carve(self, cap: Budget | None, agent: ResolvedAgent) -> Budget | None:
@@ -308,10 +310,11 @@ class RunDelegation:
                 if current.is_finished:
                     return current
                 if current.runner_id is None and current.status in _STARTABLE:
-                    claimed = await children.queue.claim_child(child.id, children.me)
-                    if claimed is not None:
-                        await self._resume(claimed)
-                        continue
+                    with children.active.claiming(child.id):
+                        claimed = await children.queue.claim_child(child.id, children.me)
+                        if claimed is not None:
+                            await self._resume(claimed)
+                            continue
                 await changed.wait()
 
     async def _resume(self, child: TaskRecord) -> None:

@@ -58,6 +58,9 @@ class LiveRun:
     # streams.
     parent_task_id: UUID | None = None
     relay: Relay | None = None
+    # Its prompts may repeat other tasks' steps (a conversation's turn, a replay or a fork):
+    # a restricted reader of its stream must learn those first, from the store.
+    repeats_turns: bool = False
 
     def published(self, write: RunWrite) -> None:
         """A batch of it is stored."""
@@ -77,6 +80,11 @@ class LiveRun:
         self.stored.set()
         metrics.calls_cut.labels(reason).inc(cut)
         logger.warning("task %s's run stopped here (%s); calls cut: %d", self.task_id, why, cut)
+
+    def followed_by(self, tenant_id: str) -> bool:
+        """Whether a reader of `tenant_id` may follow this run's stream from what is live
+        here alone, without reading its task from the store."""
+        return self.recorder.tenant_id == tenant_id and not self.repeats_turns
 
     @property
     def stored_seq(self) -> int:

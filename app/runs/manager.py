@@ -40,7 +40,7 @@ from app.runs.children import DEFAULT_MAX_DEPTH, ChildRuns
 from app.runs.conversations import ConversationHistories
 from app.runs.feeds import StoredFeeds
 from app.runs.leases import LeaseKeeper
-from app.runs.live import LiveRuns
+from app.runs.live import LiveRun, LiveRuns
 from app.runs.metrics import RunMetrics
 from app.runs.models import Attachment, Origin, RunPolicy, TaskSubmission
 from app.runs.outage import StoreGate
@@ -255,6 +255,11 @@ class RunManager:
     def channel(self, task_id: UUID) -> RunChannel | None:
         return self._active.channel(task_id)
 
+    def followed(self, task_id: UUID, tenant_id: str) -> LiveRun | None:
+        """The task's run, if it is live in this process and a reader of `tenant_id` may
+        follow its stream without reading the task from the store."""
+        return self._active.followed(task_id, tenant_id)
+
     def run(self, task_id: UUID) -> AgentRun | None:
         """The task's run, if it is live in this process."""
         return self._active.run(task_id)
@@ -412,13 +417,14 @@ class RunManager:
     async def _cancel_queued(self, task_id: UUID, reason: str) -> bool | None:
         """Ends the task without running it if it waits in the queue (claimed to end it):
         whether it ended `cancelled`; None when it was not waiting."""
-        queued = await self._stores.queue.claim_task(task_id, self.runner_id)
-        if queued is None:
-            return None
-        self._starter.forget(task_id)
-        return await self._starter.end_unstarted(
-            queued, TaskState.CANCELLED, ErrorCode.CANCELLED, reason
-        )
+        with self._active.claiming(task_id):
+            queued = await self._stores.queue.claim_task(task_id, self.runner_id)
+            if queued is None:
+                return None
+            self._starter.forget(task_id)
+            return await self._starter.end_unstarted(
+                queued, TaskState.CANCELLED, ErrorCode.CANCELLED, reason
+            )
 
     def _cancel_requested(self, payload: str) -> None:
         """A `CANCEL` notice: a run of this instance is stopped with the reason stored."""
@@ -448,8 +454,9 @@ class RunManager:
     # --- leases, shutdown ------------------------------------------------------------------
 
     def _holds(self, task_id: UUID) -> bool:
-        """Whether a task this runner owns is live or being started here."""
-        return task_id in self._active or task_id in self._queue
+        """Whether a task this runner owns is live or being started here (or may be: a
+        claim of the queue's is under way, and its tasks are not known here yet)."""
+        return self._active.holds(task_id) or task_id in self._queue or self._queue.claiming
 
     def _run_ended(self) -> None:
         self._queue.wake()  # there is room again

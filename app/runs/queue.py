@@ -45,6 +45,7 @@ class RunQueue:
         # claims only then (a run's end costs no query while nothing waits).
         self._maybe_queued = True
         self._notices = 0
+        self._claims = 0
         self._wake = asyncio.Event()
         self._draining = False
         self._claimer: asyncio.Task[None] | None = None
@@ -53,6 +54,12 @@ class RunQueue:
     def __contains__(self, task_id: object) -> bool:
         """Whether the task is claimed here and not yet live."""
         return task_id in self._starting
+
+    @property
+    def claiming(self) -> bool:
+        """Whether a claim is under way: the tasks it takes are this runner's in the store
+        before they are known here."""
+        return self._claims > 0
 
     def room(self) -> int:
         return self.max_runs - self._running() - len(self._starting)
@@ -132,7 +139,7 @@ class RunQueue:
                 continue
             notices = self._notices
             try:
-                claimed = await self._store.claim(self._me, room)
+                claimed = await self._claim(room)
             except Exception as exc:
                 if is_transient(exc):
                     # Tried again once the store takes writes (the lease keeper finds out).
@@ -161,6 +168,15 @@ class RunQueue:
                 self._background.spawn(self._give_back(back), "give-back")
             if len(claimed) == room:
                 self._wake.set()  # there may be more
+
+    async def _claim(self, room: int) -> list[TaskRecord]:
+        """The store's claim, counted while under way (`claiming`); what it returns is
+        marked as starting here before anything else runs."""
+        self._claims += 1
+        try:
+            return await self._store.claim(self._me, room)
+        finally:
+            self._claims -= 1
 
     async def _give_back(self, held: dict[UUID, int]) -> None:
         try:

@@ -387,26 +387,28 @@ class RunStarter:
         for child in await queue.children(task.id):
             if child.is_finished:
                 continue
-            claimed = await queue.claim_child(child.id, self._me)
-            if claimed is None:
-                claimed = await queue.claim_task(child.id, self._me)  # waits for approvals
-            if claimed is not None:
-                await self.end_unstarted(
-                    claimed, status, error_code, f"its parent task {task.id} ended {status}"
-                )
+            with self._active.claiming(child.id):
+                claimed = await queue.claim_child(child.id, self._me)
+                if claimed is None:
+                    claimed = await queue.claim_task(child.id, self._me)  # waits for approvals
+                if claimed is not None:
+                    await self.end_unstarted(
+                        claimed, status, error_code, f"its parent task {task.id} ended {status}"
+                    )
 
     async def _end_trails(self, task: TaskRecord) -> None:
         """Remote agents' trails its calls left unfinished when its instance stopped: the
         calls they recorded are not made again, so they end (`interrupted`)."""
         for trail in await stale_trails(self._stores.queue, task.id):
-            claimed = await self._stores.queue.claim_child(trail.id, self._me)
-            if claimed is not None:
-                await self.end_unstarted(
-                    claimed,
-                    TaskState.FAILED,
-                    ErrorCode.INTERRUPTED,
-                    "the call it recorded was interrupted when its instance stopped",
-                )
+            with self._active.claiming(trail.id):
+                claimed = await self._stores.queue.claim_child(trail.id, self._me)
+                if claimed is not None:
+                    await self.end_unstarted(
+                        claimed,
+                        TaskState.FAILED,
+                        ErrorCode.INTERRUPTED,
+                        "the call it recorded was interrupted when its instance stopped",
+                    )
 
     async def _end_owned(
         self, task: TaskRecord, status: TaskState, error_code: ErrorCode, message: str

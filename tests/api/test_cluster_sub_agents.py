@@ -2,18 +2,21 @@
 their instance, are resumed together by another one from their stored steps, making no stored
 call again."""
 
+import asyncio
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import pytest
 
+from app.storage.records import TaskRecord
 from tests.api.helpers import stream, submit
 from tests.api.test_cluster import FAST_LEASE, assert_whole, follow_until
 from tests.api.test_remote_agents import AUTHORIZATION, SECRET
 from tests.cluster import cluster, same_conversation
 from tests.fakes.a2a_agent import TOKEN, FakeA2AAgent
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
-from tests.service import MODEL
+from tests.service import MODEL, running_service, service_settings
 from tests.sse import SSE
 
 pytestmark = pytest.mark.parametrize("own_database_url", ["postgres"], indirect=True)
@@ -103,6 +106,68 @@ async def test_killing_the_instance_mid_child_resumes_the_family_with_no_call_re
     # one cost record per call made to completion, each billed to the task that made it
     assert len(await group.cost_rows(parent_id)) == 2
     assert len(await group.cost_rows(child_id)) == 2
+
+
+async def test_a_child_claimed_to_be_resumed_is_held_by_its_instance_while_its_run_starts(
+    own_database_url: str, fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    """The lease check of the instance that resumes a family, made while the child it has
+    just claimed is being started (its stored start being read), leaves the child to it: a
+    task claimed here is held before its run is live. (Before, the check gave the child back
+    as a run this instance had lost, and a second run of it made its call again.)"""
+    held = asyncio.Event()  # the worker's answer, when the first instance stops
+    fake_llm.script(
+        MODEL,
+        Reply.tool_calls([ToolCall("agent__worker", {"task": "Compute 6 * 7."}, id="w1")]),
+        Reply.tool_calls([ToolCall("calculator", {"expression": "6 * 7"}, id="c1")]),
+        Reply.text("never sent", gate=held),
+        Reply.text("6 * 7 = 42."),
+        Reply.text("The worker says 42."),
+    )
+    settings = service_settings(tmp_path, own_database_url, fake_llm, shutdown_grace_s=0.2)
+    checks: list[tuple[Any, str, int, str | None]] = []
+    async with running_service(settings, fake_llm) as b:
+        runs = b.state.runs
+        starter = runs._starter
+        load = starter._loader
+        assert load is not None
+
+        async def load_after_a_lease_check(task: TaskRecord) -> Any:
+            """The real load, with a lease check made first (at each task's first load):
+            it runs while the task is claimed here and not yet live."""
+            if any(task.id == checked for checked, *_ in checks):
+                return await load(task)
+            given_back = await runs.leases.recover()
+            current = await b.state.runs._stores.queue.task(task.id)
+            assert current is not None
+            role = "child" if task.parent_task_id else "parent"
+            checks.append((task.id, role, given_back, current.runner_id))
+            return await load(task)
+
+        starter._loader = load_after_a_lease_check
+        tenant = await b.create_tenant(f"t-family-{uuid4().hex[:8]}")
+        async with running_service(settings, fake_llm) as a:
+            async with a.client(tenant, roles=("tenant_admin",)) as admin:
+                for body in (
+                    {"name": "worker", "tools": ["calculator"]},
+                    {"name": "lead", "tools": ["agent:worker"]},
+                ):
+                    created = await admin.post("/api/v1/agents", json=body)
+                    assert created.status_code == 201, created.text
+            async with a.client(tenant) as on_a:
+                parent_id = (await submit(on_a, agent="lead"))["task_id"]
+                await fake_llm.wait_for_requests(3)  # the worker's answer is awaited
+        # a stopped (its runs handed over): b resumes the parent, which resumes its child
+        held.set()
+        async with b.client(tenant) as client:
+            events = await stream(client, parent_id)
+
+    assert_whole(events, "completed")
+    assert events[-2].json["answer"] == "The worker says 42."
+    me = runs.runner_id
+    assert [check[1:] for check in checks] == [("parent", 0, me), ("child", 0, me)]
+    # the call cut by the hand-over was made again once, and nothing else
+    assert len(fake_llm.requests_for(MODEL)) == 5
 
 
 async def test_a_remote_agents_record_left_by_a_killed_instance_ends_when_its_parent_resumes(

@@ -2,8 +2,11 @@
 
 import asyncio
 from decimal import Decimal
+from typing import Any
+from uuid import UUID
 
 import httpx
+from sqlalchemy import event
 
 from app.chain import ReasoningStep
 from tests.api.helpers import (
@@ -159,6 +162,46 @@ async def test_a_client_that_has_every_event_of_a_finished_task_gets_204(
     assert response.status_code == 204
     assert response.content == b""
     assert [e.event for e in one_before] == ["done"]
+
+
+async def test_a_task_live_here_is_followed_without_reading_it_from_the_store(
+    service: Service, tenant: str, other_tenant: str
+) -> None:
+    # What the client following the task it has just submitted costs: its task is not read
+    # again (its run, live here, knows its tenant and chain); another tenant still gets 404.
+    gate = asyncio.Event()
+    service.fake_llm.script(MODEL, Reply.text("ok", gate=gate))
+    task_reads: list[str] = []
+    forms: tuple[str, ...] = ()
+
+    def read(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        # Reads of this task only: other tests' runs may read theirs meanwhile.
+        named = any(form in str(parameters) for form in forms)
+        if named and statement.lstrip().upper().startswith("SELECT") and "FROM tasks" in statement:
+            task_reads.append(statement)
+
+    engine = service.state.database.engine.sync_engine
+    async with service.client(tenant) as client, service.client(other_tenant) as other:
+        task_id = (await submit(client))["task_id"]
+        forms = (task_id, UUID(task_id).hex)  # as Postgres and SQLite are sent it
+        await service.fake_llm.wait_for_requests(1, MODEL)  # its run is live, its call held
+        event.listen(engine, "before_cursor_execute", read)
+        try:
+            async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
+                assert response.status_code == 200
+                first = await collect(response, stop_after=2)
+            foreign = await other.get(f"/api/v1/tasks/{task_id}/events")
+        finally:
+            event.remove(engine, "before_cursor_execute", read)
+        gate.set()
+        events = await stream(client, task_id, headers={"Last-Event-ID": str(first[-1].id)})
+    assert [e.event for e in first] == ["chain_started", "task_status"]
+    assert foreign.status_code == 404
+    assert foreign.headers["content-type"] == "application/problem+json"
+    # The other tenant's request is the one read of the task (and finds nothing).
+    assert len(task_reads) == 1
+    assert events[-1].json["final_state"] == "completed"
+    assert [e.id for e in first + events] == list(range(1, len(first) + len(events) + 1))
 
 
 async def test_many_concurrent_runs_are_each_stored_and_streamed_whole(

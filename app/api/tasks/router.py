@@ -75,13 +75,11 @@ async def submit_task(
         submitted, replayed = await state.tasks.submit_once(caller, submission, idempotency_key)
     headers = {REPLAYED_HEADER: "true"} if replayed else {}
     if accept is not None and EVENT_STREAM in accept:
-        task = await state.tasks.find(caller, submitted.task_id)
         headers["Location"] = f"/api/v1/tasks/{submitted.task_id}"
-        return EventStreamResponse(
-            await state.tasks.stream(caller, task, after=0),
-            headers=headers,
-            closing=state.runs.draining,
-        )
+        events = await state.tasks.follow(caller, submitted.task_id, after=0)
+        if events is None:  # never: a finished task has stored its events
+            return _accepted(submitted, headers)
+        return EventStreamResponse(events, headers=headers, closing=state.runs.draining)
     return _accepted(submitted, headers)
 
 
@@ -229,12 +227,9 @@ async def task_events(
     sensitive fields redacted. A finished task with nothing after the given id answers 204.
     Without an `Authorization` header, a `?ticket=` from `POST …/stream-ticket` authenticates
     (a browser's `EventSource`, which cannot send one)."""
-    task = await state.tasks.find(caller, task_id)
     position = stream_position(last_event_id, after)
-    if task.is_finished and position >= task.last_seq:
+    events = await state.tasks.follow(caller, task_id, after=position, sub_agents=sub_agents)
+    if events is None:
         # Nothing more will ever come: 204 tells an EventSource to stop reconnecting.
         return Response(status_code=status.HTTP_204_NO_CONTENT)
-    return EventStreamResponse(
-        await state.tasks.stream(caller, task, after=position, sub_agents=sub_agents),
-        closing=state.runs.draining,
-    )
+    return EventStreamResponse(events, closing=state.runs.draining)

@@ -25,6 +25,7 @@ from app.runs.streams import task_stream
 from app.runs.tasks.idempotency import IdempotencyKeyReused, fingerprint
 from app.runs.tasks.inputs import RunInputs
 from app.security.rbac import Permission, cancels_any_task
+from app.security.visibility import ReaderView
 from app.storage.database import Database
 from app.storage.idempotency import IdempotencyKeys, KeyClaim, KeyTaken
 from app.storage.pagination import Cursor, Page
@@ -203,6 +204,22 @@ class TaskService:
         # next ends it, and the task is answered as it is now.
         return await self.find(caller, task_id)
 
+    async def follow(
+        self, caller: Caller, task_id: UUID, *, after: int, sub_agents: bool = True
+    ) -> AsyncIterator[StreamItem] | None:
+        """The caller's task's stream after event `after`, as `stream`; None when the task
+        has finished and has nothing after `after`. A run live in this process is followed
+        without reading its task from the store (the common case: a client following the
+        task it has just submitted)."""
+        live = self.runs.followed(task_id, caller.tenant_id)
+        if live is not None:
+            chain_id = live.recorder.chain.id
+            return self._stream(caller, task_id, chain_id, after=after, sub_agents=sub_agents)
+        task = await self.find(caller, task_id)
+        if task.is_finished and after >= task.last_seq:
+            return None
+        return await self.stream(caller, task, after=after, sub_agents=sub_agents)
+
     async def stream(
         self, caller: Caller, task: TaskRecord, *, after: int, sub_agents: bool = True
     ) -> AsyncIterator[StreamItem]:
@@ -212,11 +229,27 @@ class TaskService:
         if not view.full_access and repeats_earlier_turns(task):
             async with self.database.read() as connection:
                 await learn_earlier_turns(connection, view, task)
+        return self._stream(
+            caller, task.id, task.chain_id, after=after, sub_agents=sub_agents, view=view
+        )
+
+    def _stream(
+        self,
+        caller: Caller,
+        task_id: UUID,
+        chain_id: UUID,
+        *,
+        after: int,
+        sub_agents: bool,
+        view: ReaderView | None = None,
+    ) -> AsyncIterator[StreamItem]:
+        if view is None:
+            view = caller.view(self.runs.tool_sensitive_fields)
         row = chain_read(
             caller,
             action=AuditAction.CHAIN_STREAM,
-            chain_id=task.chain_id,
-            task_id=task.id,
+            chain_id=chain_id,
+            task_id=task_id,
             view=view,
             after=after,
         )
@@ -225,9 +258,9 @@ class TaskService:
         return task_stream(
             self.runs,
             self.stores,
-            task.id,
-            task.tenant_id,
-            task.chain_id,
+            task_id,
+            caller.tenant_id,
+            chain_id,
             after=after,
             keepalive_s=self.keepalive_s,
             view=view,
