@@ -220,9 +220,12 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             purge.start(settings.purge_interval_s)
             if settings.scheduler:
                 scheduler.start()
-        # Ready without LiteLLM (seconds of CPU): it loads from here on, in the background,
-        # and a run waits for it (`RunManager`); /readyz says so if it cannot be loaded.
-        loading = asyncio.create_task(_load_runtime(runtime), name="runtime-load")
+        # Ready without LiteLLM (seconds of CPU): it loads in the background once the server
+        # listens (a server that says when, `app.state.serving`; at once under another), so
+        # that it does not compete with the start-up for the CPU; a run waits for it
+        # (`RunManager`); /readyz says so if it cannot be loaded.
+        serving: asyncio.Event | None = getattr(app.state, "serving", None)
+        loading = asyncio.create_task(_load_runtime(runtime, serving), name="runtime-load")
         try:
             yield
         finally:
@@ -245,11 +248,13 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         await database.dispose()
 
 
-async def _load_runtime(runtime: AgentRuntime) -> None:
-    """Loads the runtime with the collector paused, and freezes what it made: hundreds of
-    thousands of objects that live as long as the process and next to no garbage, which the
-    collector's passes would walk again and again (a third of the load's CPU), and every later
-    full collection with them."""
+async def _load_runtime(runtime: AgentRuntime, serving: asyncio.Event | None) -> None:
+    """Loads the runtime (once `serving` is set, if given) with the collector paused, and
+    freezes what it made: hundreds of thousands of objects that live as long as the process
+    and next to no garbage, which the collector's passes would walk again and again (a third
+    of the load's CPU), and every later full collection with them."""
+    if serving is not None:
+        await serving.wait()
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -305,12 +310,14 @@ def create_app(
     # Outermost of all: every response names its request, and so does every log line.
     app.add_middleware(RequestIds)
     install_docs(app)
+    # First: a request is matched against the routes in this order, twice (FastAPI's
+    # included routers), and a task's submission and stream are most of the requests.
+    app.include_router(tasks_router)
     app.include_router(root_router)
     app.include_router(console_router)
     app.include_router(me_router)
     app.include_router(health.router)
     app.include_router(metrics.router)
-    app.include_router(tasks_router)
     app.include_router(approvals_router)
     app.include_router(stream_tickets_router)
     app.include_router(agents_router)

@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request
 
 from app.api.deps import State
 from app.api.errors import NOT_FOUND, ApiError
-from app.api.serving import DrainingServer, listeners_of
+from app.api.serving import KEEP_ALIVE_S, DrainingServer, listeners_of
 from app.observability.json_logs import uvicorn_log_config
 
 _STARTUP_FAILURE = 3  # uvicorn's own exit status for it
@@ -21,6 +21,7 @@ def serve(app: FastAPI, *, host: str, port: int, metrics_port: int | None, grace
     `grace_s` (see `DrainingServer`) before the process exits."""
     options: dict[str, Any] = {
         "timeout_graceful_shutdown": grace_s,
+        "timeout_keep_alive": KEEP_ALIVE_S,
         "log_level": "info",
         "log_config": uvicorn_log_config(app.state.settings.log_format),
     }

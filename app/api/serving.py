@@ -16,6 +16,12 @@ from app.errors import OmniForgeError
 from app.observability.json_logs import uvicorn_log_config
 from app.tools.net.policy import ServiceListeners
 
+KEEP_ALIVE_S = 75
+"""How long an idle keep-alive connection is kept open. uvicorn's own 5 s is what httpx's
+pools keep an idle connection for: a client then reuses a connection just as the server
+closes it, and its request fails without an answer. Longer than the pools of the common
+clients (httpx 5 s, aiohttp 15 s) and of load balancers (60 s), which thus close first."""
+
 
 def listeners_of(app: FastAPI) -> ServiceListeners:
     """The ports `app` is served on (`create_app` makes the record; its server fills it as
@@ -39,6 +45,8 @@ class DrainingServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: FastAPI, *, grace_s: float) -> None:
         super().__init__(config)
         self.ready = asyncio.Event()
+        # The app's background loads wait for it: they would compete with the start-up.
+        app.state.serving = self.ready
         self._loop: asyncio.AbstractEventLoop | None = None
         self._app = app
         self._grace_s = grace_s
@@ -96,6 +104,7 @@ async def serve_locally(
             log_config=uvicorn_log_config(app.state.settings.log_format),
             lifespan="on",
             timeout_graceful_shutdown=graceful_shutdown_s,
+            timeout_keep_alive=KEEP_ALIVE_S,
             backlog=backlog,
         ),
         app,

@@ -1,5 +1,6 @@
 """Alembic, driven from async code: the schema is only ever built by these migrations."""
 
+from functools import cache
 from pathlib import Path
 
 from alembic import command
@@ -32,7 +33,10 @@ def alembic_config(url: str | None = None) -> Config:
     return config
 
 
+@cache
 def head_revision() -> str | None:
+    """The newest migration's revision. Once per process: Alembic reads and runs every
+    migration file to learn it (tens of ms), and readiness asks at every probe."""
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from app.agents import AgentRuntime
+from app.api.serving import DrainingServer
 from app.llm import backend
 from tests.api.helpers import assert_problem, stream, submit
 from tests.conftest import fresh_database
@@ -123,3 +124,33 @@ async def test_a_gateway_that_cannot_load_makes_the_service_unready_and_fails_it
     assert "the LLM gateway did not load (RuntimeError)" in failed[0]["error_message"]
     body = assert_problem(unready, 503, "service-unavailable")
     assert "the LLM gateway could not be loaded (RuntimeError)" in body["detail"]
+
+
+async def test_the_gateway_starts_loading_once_the_server_listens(
+    tmp_path: Path, fake_llm: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LiteLLM's load takes seconds of CPU: begun during the start-up, it would compete with
+    # it (on one CPU, the time to ready grows by what it took meanwhile).
+    listening: list[bool] = []
+    load = AgentRuntime.loaded
+
+    async def noted(runtime: AgentRuntime) -> None:
+        if not listening:
+            server = running_servers[-1]
+            listening.append(server.ready.is_set() and bool(server.servers))
+        await load(runtime)
+
+    running_servers: list[DrainingServer] = []
+    start = DrainingServer.startup
+
+    async def starting(server: DrainingServer, sockets: Any = None) -> None:
+        running_servers.append(server)
+        await start(server, sockets)
+
+    monkeypatch.setattr(AgentRuntime, "loaded", noted)
+    monkeypatch.setattr(DrainingServer, "startup", starting)
+    async with fresh_database("sqlite", tmp_path) as url:
+        settings = service_settings(tmp_path, url, fake_llm, models_file=None, default_model="demo")
+        async with running_service(settings, fake_llm) as service:
+            await service.state.runtime.loaded()
+    assert listening == [True]

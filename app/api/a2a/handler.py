@@ -7,7 +7,6 @@ the truth."""
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
-from dataclasses import dataclass
 from datetime import UTC
 from uuid import UUID
 
@@ -27,16 +26,14 @@ from a2a.utils.task import apply_history_length, validate_history_length, valida
 from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 from pydantic import ValidationError
 
-from app.api.a2a.errors import a2a_error, only_text, refuse_looping, task_not_found
+from app.api.a2a.calls import A2ACall
+from app.api.a2a.errors import a2a_error, only_text, refuse_looping
 from app.api.a2a.events import StreamMapper
 from app.api.a2a.mapping import OUR_STATES, a2a_task
 from app.api.services import conversation_service
 from app.api.sse import stream_position
-from app.api.state import AppState
-from app.governance.callers import Caller
 from app.resources.agents import DEFAULT_AGENT
 from app.runs import TaskSubmission
-from app.runs.agents import ResolvedAgent
 from app.runs.channel import StreamEvent, StreamItem
 from app.runs.streams import task_stream
 from app.runs.tasks import TaskFilter
@@ -46,34 +43,6 @@ from app.storage.records import TaskRecord
 from app.tools.a2a.extension import LAST_EVENT_ID_HEADER, trail_of
 
 logger = logging.getLogger(__name__)
-
-CALL_KEY = "omniforge.a2a"
-"""Where the route leaves its `A2ACall`: in the request's scope, then the call context."""
-
-
-@dataclass(frozen=True, slots=True)
-class A2ACall:
-    """One A2A request: the service, the authenticated caller, the agent its path names."""
-
-    state: AppState
-    caller: Caller
-    agent: ResolvedAgent
-
-    @classmethod
-    def of(cls, context: ServerCallContext) -> "A2ACall":
-        call = context.state.get(CALL_KEY)
-        assert isinstance(call, A2ACall), "the A2A routes set the call before dispatching"
-        return call
-
-    async def task(self, task_id: str) -> TaskRecord:
-        """The caller's task of this agent; any other is not found."""
-        try:
-            task = await self.state.tasks.find(self.caller, UUID(task_id))
-        except ValueError:
-            raise task_not_found(task_id) from None
-        if (task.agent_name or DEFAULT_AGENT) != self.agent.name:
-            raise task_not_found(task_id)
-        return task
 
 
 @contextlib.contextmanager

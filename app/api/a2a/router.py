@@ -15,18 +15,13 @@ needs (403: sending `task:create`, reading and subscribing `task:read`, cancelli
 problem+json; after that, errors are A2A's, in the binding's format. Not in the OpenAPI
 document: the card describes these routes, in A2A's terms."""
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from a2a.server.context import ServerCallContext
-from a2a.server.request_handlers.response_helpers import agent_card_to_dict
-from a2a.server.routes.common import DefaultServerCallContextBuilder
-from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-from a2a.server.routes.rest_dispatcher import RestDispatcher
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
+from app.api.a2a.calls import CALL_KEY, A2ACall
 from app.api.a2a.cards import A2A_PREFIX, AGENT_PATH, CARD_PATH, agent_card
-from app.api.a2a.handler import CALL_KEY, A2ACall, TaskHandler
 from app.api.access import AnyCaller, RequireTaskCancel, RequireTaskCreate, RequireTaskRead
 from app.api.deps import State
 from app.api.inputs import CheckedRoute, check_inputs
@@ -37,6 +32,9 @@ from app.runs.agents import ResolvedAgent, UnknownAgent, resolve_agent
 from app.runs.errors import Forbidden, NotFound
 from app.security.rbac import Permission
 
+if TYPE_CHECKING:
+    from app.api.a2a.bindings import Bindings
+
 router = APIRouter(
     prefix=A2A_PREFIX,
     tags=["a2a"],
@@ -45,18 +43,13 @@ router = APIRouter(
 )
 
 
-class _CallContexts(DefaultServerCallContextBuilder):
-    """The SDK's call context, with the `A2ACall` the route made."""
+def _sdk() -> "Bindings":
+    """The SDK's dispatchers and card rendering, imported by the first A2A request rather
+    than at start-up (see `app.api.a2a.bindings`)."""
+    from app.api.a2a.bindings import SDK
 
-    def build(self, request: Request) -> ServerCallContext:
-        context = super().build(request)
-        context.state[CALL_KEY] = request.scope[CALL_KEY]
-        return context
+    return SDK
 
-
-_handler = TaskHandler()
-_jsonrpc = JsonRpcDispatcher(_handler, _CallContexts())
-_rest = RestDispatcher(_handler, _CallContexts())
 
 _JSONRPC_PERMISSIONS = {
     "SendMessage": Permission.TASK_CREATE,
@@ -113,7 +106,7 @@ async def get_agent_card(
     agent = await _enter(request, state, caller, tenant_id, agent_name)
     registry = (await state.toolbox.for_tenant(caller.tenant)).registry
     card = agent_card(str(request.base_url), caller.tenant, agent, registry)
-    return JSONResponse(agent_card_to_dict(card))
+    return JSONResponse(_sdk().card_dict(card))
 
 
 @router.post(AGENT_PATH, summary="A2A JSON-RPC")
@@ -127,7 +120,7 @@ async def jsonrpc(
     if permission is not None:
         _permitted(caller, permission)
     await _enter(request, state, caller, tenant_id, agent_name)
-    return await _jsonrpc.handle_requests(request)
+    return await _sdk().jsonrpc.handle_requests(request)
 
 
 @router.post(AGENT_PATH + "/message:send", summary="A2A SendMessage")
@@ -136,7 +129,7 @@ async def send_message(
 ) -> Response:
     await _body_checked(request)
     await _enter(request, state, caller, tenant_id, agent_name)
-    return await _rest.on_message_send(request)
+    return await _sdk().rest.on_message_send(request)
 
 
 @router.post(AGENT_PATH + "/message:stream", summary="A2A SendStreamingMessage")
@@ -145,7 +138,7 @@ async def send_streaming_message(
 ) -> Response:
     await _body_checked(request)
     await _enter(request, state, caller, tenant_id, agent_name)
-    response: Response = await _rest.on_message_send_stream(request)
+    response: Response = await _sdk().rest.on_message_send_stream(request)
     return response
 
 
@@ -154,7 +147,7 @@ async def list_tasks(
     tenant_id: str, agent_name: str, request: Request, caller: RequireTaskRead, state: State
 ) -> Response:
     await _enter(request, state, caller, tenant_id, agent_name)
-    return await _rest.list_tasks(request)
+    return await _sdk().rest.list_tasks(request)
 
 
 @router.api_route(
@@ -164,7 +157,7 @@ async def subscribe_to_task(
     tenant_id: str, agent_name: str, request: Request, caller: RequireTaskRead, state: State
 ) -> Response:
     await _enter(request, state, caller, tenant_id, agent_name)
-    response: Response = await _rest.on_subscribe_to_task(request)
+    response: Response = await _sdk().rest.on_subscribe_to_task(request)
     return response
 
 
@@ -173,7 +166,7 @@ async def cancel_task(
     tenant_id: str, agent_name: str, request: Request, caller: RequireTaskCancel, state: State
 ) -> Response:
     await _enter(request, state, caller, tenant_id, agent_name)
-    return await _rest.on_cancel_task(request)
+    return await _sdk().rest.on_cancel_task(request)
 
 
 # After `:subscribe`, which this path would match too.
@@ -182,4 +175,4 @@ async def get_task(
     tenant_id: str, agent_name: str, request: Request, caller: RequireTaskRead, state: State
 ) -> Response:
     await _enter(request, state, caller, tenant_id, agent_name)
-    return await _rest.on_get_task(request)
+    return await _sdk().rest.on_get_task(request)

@@ -6,7 +6,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
-from a2a.client.card_resolver import parse_agent_card
 from a2a.types import AgentCard, AgentInterface
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, TransportProtocol
 from google.protobuf.json_format import (  # type: ignore[import-untyped]
@@ -95,6 +94,9 @@ def parse_card(document: Any, *, origin: Origin | None = None) -> AgentCard:
     agent is registered at). `CardRefused` says what is missing."""
     if not isinstance(document, dict):
         raise CardRefused("its agent card is not a JSON object")
+    # Imported here: the SDK's client package is a tenth of a second of the start-up.
+    from a2a.client.card_resolver import parse_agent_card
+
     try:
         card = parse_agent_card(copy.deepcopy(document))
     except (ParseError, TypeError, ValueError, AttributeError) as exc:

@@ -13,10 +13,9 @@ import logging
 import ssl
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import httpx
-from a2a.client import A2AClientError, A2AClientTimeoutError, Client, ClientConfig, ClientFactory
 from a2a.extensions.common import HTTP_EXTENSION_HEADER
 from a2a.helpers import get_artifact_text, get_message_text
 from a2a.types import (
@@ -49,6 +48,9 @@ from app.tools.a2a.transport import GuardedTransport
 from app.tools.errors import ToolError, ToolTimeoutError
 from app.tools.net import Resolver, SsrfGuard, WebClient, system_resolver
 from app.tools.services import NetworkPolicy
+
+if TYPE_CHECKING:
+    from a2a.client import Client
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +179,10 @@ class A2AConnector:
             follow_redirects=False,
             trust_env=False,
         )
+        # The SDK's client (its transports, telemetry and queues: a tenth of a second of
+        # imports) is imported by the first call, not by the service's start-up.
+        from a2a.client import ClientConfig, ClientFactory
+
         try:
             config = ClientConfig(
                 streaming=True, httpx_client=http, supported_protocol_bindings=list(BINDINGS)
@@ -217,8 +223,10 @@ class _Task:
     usage: FamilyUsage | None = None
 
     async def follow(
-        self, client: Client, text: str, trail: Sequence[str], on_update: UpdateSink | None
+        self, client: "Client", text: str, trail: Sequence[str], on_update: UpdateSink | None
     ) -> None:
+        from a2a.client import A2AClientError, A2AClientTimeoutError
+
         message = Message(role=Role.ROLE_USER, message_id=str(uuid4()), parts=[Part(text=text)])
         if trail:
             message.metadata.update(hop_metadata(trail))
@@ -329,7 +337,7 @@ def _state(state: int) -> RemoteState:
     return name.removeprefix("TASK_STATE_").lower()
 
 
-async def _cancel(client: Client, task_id: str, agent: str) -> None:
+async def _cancel(client: "Client", task_id: str, agent: str) -> None:
     """Asks the agent to cancel its task, waiting at most `CANCEL_TIMEOUT_S`; a failure is
     logged (our call's own end stands), and a cancel of our call meanwhile does not stop it."""
     attempt = asyncio.ensure_future(client.cancel_task(CancelTaskRequest(id=task_id)))
