@@ -122,6 +122,15 @@ class RunMetrics:
         self.open_streams = Gauge(
             "omniforge_open_streams", "SSE streams open on this process", registry=registry
         )
+        # The labelled series counted per step, each kept once made: `labels()` checks its
+        # values and takes the metric's lock on every call.
+        self._series: dict[tuple[Counter, tuple[str, ...]], Counter] = {}
+
+    def _counted(self, metric: Counter, *values: str) -> Counter:
+        series = self._series.get((metric, values))
+        if series is None:
+            series = self._series[(metric, values)] = metric.labels(*values)
+        return series
 
     def count_active_runs(self, active: Callable[[], int]) -> None:
         self.active_runs.set_function(lambda: float(active()))
@@ -157,13 +166,13 @@ class RunMetrics:
         tool_type = result.tool_type or ToolType.CUSTOM
         outcome = "success" if result.success else "failure"
         tenant = run.tenant_id
-        self.tool_calls.labels(tenant, tool_type.value, outcome).inc()
+        self._counted(self.tool_calls, tenant, tool_type.value, outcome).inc()
         model = result.model or run.model
         if tool_type is ToolType.LLM:
-            self.llm_calls.labels(tenant, model, outcome).inc()
+            self._counted(self.llm_calls, tenant, model, outcome).inc()
         if result.input_tokens:
-            self.tokens.labels(tenant, model, "input").inc(result.input_tokens)
+            self._counted(self.tokens, tenant, model, "input").inc(result.input_tokens)
         if result.output_tokens:
-            self.tokens.labels(tenant, model, "output").inc(result.output_tokens)
+            self._counted(self.tokens, tenant, model, "output").inc(result.output_tokens)
         if result.cost_usd:
-            self.spend.labels(tenant, model).inc(float(result.cost_usd))
+            self._counted(self.spend, tenant, model).inc(float(result.cost_usd))

@@ -8,6 +8,7 @@ schema combining the two is refused rather than run unbounded.
 """
 
 import json
+import re
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
@@ -71,9 +72,29 @@ def size_problem(schema: Any, limit: int = MAX_SCHEMA_BYTES) -> str | None:
 
 
 def has_patterns(schema: dict[str, Any]) -> bool:
-    """Whether applying `schema` may match a pattern (then it is applied off the event
-    loop: the budget bounds how long, not whether the loop would wait)."""
-    return _uses(schema, "pattern") or _uses(schema, "patternProperties")
+    """Whether applying `schema` may match a pattern that can take long (then it is applied
+    off the event loop: the budget bounds how long, not whether the loop would wait). A
+    pattern of the linear kind (`_LINEAR`: anchored at the start, at most one part that
+    repeats a variable number of times, no group or alternative) cannot backtrack."""
+    for node in _objects(schema):
+        if "patternProperties" in node:
+            return True
+        pattern = node.get("pattern")
+        if isinstance(pattern, str) and not _linear(pattern):
+            return True
+    return False
+
+
+# One part of a linear pattern: a character class, an escaped character or a plain one, with
+# a fixed count ({n}) or a variable one (*, +, ?, {n,}, {n,m}).
+_PART = r"(?:\[[^\]\\]*(?:\\.[^\]\\]*)*\]|\\.|[^\\()|\[\]{}*+?^$])"
+_FIXED = r"(?:\{\d+\})?"
+_VARIABLE = r"(?:[*+?]|\{\d+,\d*\})"
+_LINEAR = re.compile(rf"\^(?:{_PART}{_FIXED})*(?:{_PART}{_VARIABLE}(?:{_PART}{_FIXED})*)?\$?")
+
+
+def _linear(pattern: str) -> bool:
+    return _LINEAR.fullmatch(pattern) is not None
 
 
 def schema_problem(schema: dict[str, Any]) -> str | None:
@@ -212,14 +233,17 @@ def _combines_unevaluated_and_patterns(schema: dict[str, Any]) -> bool:
 
 
 def _uses(node: Any, keyword: str) -> bool:
-    """Whether `keyword` is a key anywhere in `node` (iteratively: schemas may nest deep)."""
+    """Whether `keyword` is a key anywhere in `node`."""
+    return any(keyword in current for current in _objects(node))
+
+
+def _objects(node: Any) -> Iterator[dict[str, Any]]:
+    """Every JSON object in `node`, itself included (iteratively: schemas may nest deep)."""
     stack = [node]
     while stack:
         current = stack.pop()
         if isinstance(current, dict):
-            if keyword in current:
-                return True
+            yield current
             stack.extend(current.values())
         elif isinstance(current, list):
             stack.extend(current)
-    return False

@@ -1,12 +1,14 @@
 """Users' patterns run bounded: a backtracking pattern stops at the check's budget (shared by
 every match of the check), lets other threads run meanwhile, and fails a tool call's
-arguments with that reason; patterns the engine cannot run are refused."""
+arguments with that reason; patterns the engine cannot run are refused; only patterns that
+cannot backtrack are applied on the event loop."""
 
 import threading
 import time
 
 import pytest
 
+from app.tools.builtin.llm import _PARAMETERS as LLM_PARAMETERS
 from app.tools.errors import FieldError
 from app.tools.patterns import (
     CHECK_BUDGET_S,
@@ -17,6 +19,7 @@ from app.tools.patterns import (
     pattern_budget,
     search,
 )
+from app.tools.schemas import has_patterns
 from app.tools.validation import compile_validator, field_errors
 
 EVIL = "^(a|a)+$"
@@ -87,3 +90,44 @@ def test_a_tool_calls_arguments_fail_when_their_check_runs_out_of_time() -> None
     assert field_errors(validator, {"code": "b"}) == [
         FieldError("code", "'b' does not match '^(a|a)+$'")
     ]
+
+
+# Anchored, at most one part repeated a variable number of times, no group or alternative.
+LINEAR = [
+    "^[A-Za-z0-9_-]{1,64}$",
+    "^[a-z]+$",
+    r"^\d{4}-\d{2}-\d{2}$",
+    "^[a-z]+[a-z]{5}!$",
+    "^a.*b$",
+    r"^[\]x]+",
+]
+MAY_BACKTRACK = [
+    EVIL,
+    "^(a+)+$",
+    "[a-z]+$",  # not anchored: tried at every position
+    r"^\d+\d+$",
+    "^a*a*b$",
+    "^a|b$",
+    "(?i)^a+$",
+    r"^\p{L}+$",
+]
+
+
+def _schema(pattern: str) -> dict[str, object]:
+    return {"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}}
+
+
+def test_only_patterns_that_cannot_backtrack_are_applied_on_the_event_loop() -> None:
+    hostile = "a" * 200_000 + "!"
+    for pattern in LINEAR:
+        assert not has_patterns(_schema(pattern)), pattern
+        started = time.perf_counter()
+        with pattern_budget():
+            search(pattern, hostile)  # no PatternTimeout: one pass over the text
+        assert time.perf_counter() - started < CHECK_BUDGET_S, pattern
+    for pattern in MAY_BACKTRACK:
+        assert has_patterns(_schema(pattern)), pattern
+    assert has_patterns({"type": "object", "patternProperties": {"^a$": {}}})
+    # The LLM tool's one pattern (a response format's name) is linear: every LLM call's
+    # arguments are checked without a thread hop.
+    assert not has_patterns(LLM_PARAMETERS)

@@ -7,7 +7,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Table, bindparam, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.chain import ChainStatus, ErrorCode, TaskState
@@ -21,7 +21,15 @@ from app.storage.runs.group_write import (
     USAGE_SUMS,
     group_document,
 )
-from app.storage.runs.rows import UNFINISHED, CostRow, EventRow, Fence, RunWrite
+from app.storage.runs.rows import (
+    RUN_CHAIN_COLUMNS,
+    RUN_TASK_COLUMNS,
+    UNFINISHED,
+    CostRow,
+    EventRow,
+    Fence,
+    RunWrite,
+)
 from app.storage.tables import (
     audit_events,
     cost_records,
@@ -108,29 +116,17 @@ class RunWrites(RunStore):
     ) -> set[UUID]:
         """The embedded database: the same, statement by statement in one transaction (it
         has one writer, so the sums of the roll-up are made here, in decimals)."""
-        t = tasks.c
         async with self.announcing() as (connection, notes):
             stored: set[UUID] = set()
             for task_id in sorted(entries):
                 entry = entries[task_id]
-                changes = {k: v for k, v in entry.items() if k not in _FENCE_KEYS}
-                result = await connection.execute(
-                    update(tasks)
-                    .where(t.id == task_id, t.runner_id == entry["runner_id"])
-                    .where(t.owner_epoch == entry["epoch"], t.last_seq == entry["after_seq"])
-                    .values(**changes)
-                )
+                result = await connection.execute(_TASK_WRITE, _task_write(entry))
                 if result.rowcount == 1:
                     stored.add(task_id)
             for chain_id in sorted(chains):
                 chain = chains[chain_id]
                 if chain["task_id"] in stored:
-                    changes = {k: v for k, v in chain.items() if k not in ("row_id", "task_id")}
-                    await connection.execute(
-                        update(reasoning_chains)
-                        .where(reasoning_chains.c.id == chain_id)
-                        .values(**changes)
-                    )
+                    await connection.execute(_CHAIN_WRITE, _changes(chain, RUN_CHAIN_COLUMNS))
             kept = [write for write in writes if write.task_id in stored]
             costs = [row for write in kept for row in write.costs]
             for table, rows in (
@@ -284,22 +280,63 @@ class RunWrites(RunStore):
             await notes.send(EVENTS, f"{task.id}:{seq}")
 
 
-_FENCE_KEYS = frozenset({"row_id", "runner_id", "epoch", "after_seq"})
+def _changes(entry: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
+    """The parameters of `_coalesced` for an entry's changes (with its `row_id`)."""
+    return {"row_id": entry["row_id"], **{f"new_{name}": entry.get(name) for name in columns}}
+
+
+def _task_write(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        **_changes(entry, RUN_TASK_COLUMNS),
+        "fence_runner": entry["runner_id"],
+        "fence_epoch": entry["epoch"],
+        "fence_after": entry["after_seq"],
+    }
+
+
+def _coalesced(table: Table, columns: Sequence[str]) -> dict[str, Any]:
+    """`column = COALESCE(:new_column, column)` for each: a change a write leaves out keeps
+    what is stored, as in the group write. Built once: the embedded database's writer runs
+    them for every group."""
+    return {
+        name: func.coalesce(bindparam(f"new_{name}", type_=table.c[name].type), table.c[name])
+        for name in columns
+    }
+
+
+_TASK_WRITE = (
+    update(tasks)
+    .where(tasks.c.id == bindparam("row_id"), tasks.c.runner_id == bindparam("fence_runner"))
+    .where(
+        tasks.c.owner_epoch == bindparam("fence_epoch"),
+        tasks.c.last_seq == bindparam("fence_after"),
+    )
+    .values(_coalesced(tasks, RUN_TASK_COLUMNS))
+)
+_CHAIN_WRITE = (
+    update(reasoning_chains)
+    .where(reasoning_chains.c.id == bindparam("row_id"))
+    .values(_coalesced(reasoning_chains, RUN_CHAIN_COLUMNS))
+)
+_USAGE_KEY = (
+    (model_usage.c.tenant_id == bindparam("key_tenant"))
+    & (model_usage.c.day == bindparam("key_day"))
+    & (model_usage.c.model == bindparam("key_model"))
+)
+_USAGE_READ = select(*(model_usage.c[name] for name in USAGE_SUMS)).where(_USAGE_KEY)
+_USAGE_ADD = update(model_usage).where(_USAGE_KEY)
 
 
 async def _add_usage(connection: AsyncConnection, row: dict[str, Any]) -> None:
     """SQLite: adds a day's usage to the roll-up inside the writer's transaction. Money is
     exact text there, so the sum is made here in decimals, never by the database in floats."""
-    u = model_usage.c
-    key = (u.tenant_id == row["tenant_id"]) & (u.day == row["day"]) & (u.model == row["model"])
-    current = (await connection.execute(select(model_usage).where(key))).first()
+    key = {"key_tenant": row["tenant_id"], "key_day": row["day"], "key_model": row["model"]}
+    current = (await connection.execute(_USAGE_READ, key)).first()
     if current is None:
-        await connection.execute(insert(model_usage).values(**row))
+        await connection.execute(insert(model_usage), [row])
         return
     sums = {name: getattr(current, name) + row[name] for name in USAGE_SUMS}
-    await connection.execute(
-        update(model_usage).where(key).values(**sums, updated_at=row["updated_at"])
-    )
+    await connection.execute(_USAGE_ADD, {**key, **sums, "updated_at": row["updated_at"]})
 
 
 def daily_usage(costs: Iterable[CostRow], at: datetime) -> list[dict[str, Any]]:
