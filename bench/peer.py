@@ -170,7 +170,14 @@ def _omniforge(database: str, tools: list[str] | None) -> System:
     @contextlib.asynccontextmanager
     async def system(directory: Path, llm_url: str) -> AsyncIterator[Server]:
         async with _database(database, directory) as (url, name):
-            env = service_env(directory, url, {}, OMNIFORGE_MODELS_FILE=_models(directory, llm_url))
+            # Its model list's model the default, as a deployment with one would have it.
+            env = service_env(
+                directory,
+                url,
+                {},
+                OMNIFORGE_MODELS_FILE=_models(directory, llm_url),
+                OMNIFORGE_DEFAULT_MODEL=Stack.model_for(0.0),
+            )
             args = _pinned([sys.executable, "-m", "bench.service_server"])
             async with child(args, directory / f"omniforge-{database}.log", env) as proc:
                 headers = Stack(proc, {}, url).headers()
@@ -420,7 +427,9 @@ async def _starts(llm_url: str, round_number: int) -> dict[str, Start]:
         directory = Path(tmp)
         models, project = _models(directory, llm_url), _peer_project(directory)
         measures = {
-            peer_start.OURS: lambda: peer_start.ours(directory, models, SERVER_CPU),
+            peer_start.OURS: lambda: peer_start.ours(
+                directory, models, Stack.model_for(0.0), SERVER_CPU
+            ),
             peer_start.THEIRS: lambda: peer_start.theirs(project, _peer_env(llm_url), SERVER_CPU),
         }
         names = list(measures)[:: -1 if round_number % 2 else 1]

@@ -22,9 +22,13 @@ OURS = "omniforge serve"
 THEIRS = "langgraph dev"
 
 
-def ours(directory: Path, models_file: str, cpu: int) -> Start:
+def ours(directory: Path, models_file: str, default_model: str, cpu: int) -> Start:
     data = directory / "serve-data"
-    env = {**our_env(data), "OMNIFORGE_MODELS_FILE": models_file}
+    env = {
+        **our_env(data),
+        "OMNIFORGE_MODELS_FILE": models_file,
+        "OMNIFORGE_DEFAULT_MODEL": default_model,
+    }
     command = ["taskset", "-c", str(cpu), omniforge_command(), "serve", "--port"]
     return start_server(command, env, data, "/readyz")
 

@@ -86,9 +86,15 @@ def gateway_for(
     fallbacks: dict[str, list[str]] | None = None,
     default_model: str = "demo",
     direct: bool = True,
+    without_litellm: bool = True,
 ) -> LLMGateway:
     path = write_model_list(directory, deployments, fallbacks=fallbacks)
-    return LLMGateway(load_model_list(path), default_model=default_model, direct=direct)
+    return LLMGateway(
+        load_model_list(path),
+        default_model=default_model,
+        direct=direct,
+        without_litellm=without_litellm,
+    )
 
 
 def runtime_for(

@@ -123,7 +123,9 @@ async def service_with_model(
     models = write_model_list(
         directory / "models",
         [
-            fake_deployment(fake_llm, MODEL, input_cost=INPUT_PRICE, output_cost=OUTPUT_PRICE),
+            fake_deployment(
+                fake_llm, MODEL, input_cost=INPUT_PRICE, output_cost=OUTPUT_PRICE, native_tools=True
+            ),
             deployment,
         ],
     )

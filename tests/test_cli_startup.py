@@ -14,6 +14,9 @@ import pytest
 
 from app.security import mint_token
 from tests.cluster import Instance, free_port
+from tests.factories import fake_deployment, write_model_list
+from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
+from tests.service import MODEL
 from tests.sse import collect
 
 # Runs in a fresh interpreter: the command, then (as the last line of its stdout) the modules it
@@ -89,6 +92,51 @@ async def test_serve_checks_its_models_without_litellm(tmp_path: Path) -> None:
     modules = await _probe(_CHECK_PROBE, ["serve"], tmp_path)
     assert "app.agents.runtime" in modules  # the runtime was built
     assert [name for name in modules if name.split(".")[0] in {"litellm", "openai", "mcp"}] == []
+    # Nor the A2A SDK's server side: the first A2A request imports it.
+    assert "app.api.a2a.router" in modules
+    assert [name for name in modules if name.startswith("a2a.server")] == []
+
+
+async def test_a_run_through_litellm_with_tools_imports_no_mcp(tmp_path: Path) -> None:
+    """LiteLLM looks for its proxy's MCP gateway tools in every call that offers tools, and
+    imports the MCP SDK to do so; ours are function tools, so it is told not to look. The
+    demo model's calls go through LiteLLM, its tools offered."""
+    modules = await _probe(_PROBE, ["run", "What is 17 * 23 + 4?"], tmp_path)
+    assert "litellm.main" in modules  # the calls went through LiteLLM
+    assert [name for name in modules if name.split(".")[0] == "mcp"] == []
+
+
+async def test_a_run_on_a_self_hosted_model_imports_neither_litellm_nor_the_openai_sdk(
+    fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    """A model list of OpenAI-compatible servers' models that LiteLLM's map does not know (and
+    the demo model, unused) is served without LiteLLM (about 160 MB): a run with a tool call
+    between two model calls, counted, priced and recorded."""
+    fake_llm.script(
+        MODEL,
+        Reply.tool_calls([ToolCall("calculator", {"expression": "17 * 23 + 4"})]),
+        Reply.text("17 * 23 + 4 = 395."),
+    )
+    models = write_model_list(
+        tmp_path,
+        [
+            fake_deployment(
+                fake_llm, MODEL, input_cost="0.000001", output_cost="0.000002", native_tools=True
+            )
+        ],
+    )
+    modules = await _probe(
+        _PROBE,
+        ["run", "What is 17 * 23 + 4?"],
+        tmp_path,
+        OMNIFORGE_MODELS_FILE=str(models),
+        OMNIFORGE_DEFAULT_MODEL=MODEL,
+    )
+    assert "app.llm.direct_backend" in modules  # the calls were made
+    assert [name for name in modules if name.split(".")[0] in {"litellm", "openai"}] == []
+    _, second = fake_llm.requests_for(MODEL)
+    assert second.body["messages"][-1]["role"] == "tool"
+    assert '"result": 395' in second.body["messages"][-1]["content"]
 
 
 async def test_a_task_submitted_the_moment_serve_is_ready_completes(tmp_path: Path) -> None:
@@ -138,9 +186,9 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
-async def _probe(script: str, args: list[str], tmp_path: Path) -> Any:
+async def _probe(script: str, args: list[str], tmp_path: Path, **env: str) -> Any:
     """Runs `script` with `args` in a fresh interpreter, on a fresh development install (the
-    embedded SQLite database of `tmp_path`); what it printed last, as JSON."""
+    embedded SQLite database of `tmp_path`) and `env`; what it printed last, as JSON."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("OMNIFORGE_")}
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -149,7 +197,7 @@ async def _probe(script: str, args: list[str], tmp_path: Path) -> Any:
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**clean, "OMNIFORGE_DATA_DIR": str(tmp_path)},
+        env={**clean, "OMNIFORGE_DATA_DIR": str(tmp_path), **env},
     )
     async with asyncio.timeout(60):
         out, err = await process.communicate()

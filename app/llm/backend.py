@@ -5,26 +5,37 @@ Router for the deployments it would only relay. Importing it imports LiteLLM
 
 import asyncio
 import inspect
-import json
 import logging
 import threading
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from pydantic import ValidationError
+
 from app.bulkheads import TenantThreads
 from app.chain import FailedAttempt, quantize_usd
+from app.llm import counting
 from app.llm.config import DEMO_MODEL, DEMO_PROVIDER, ModelList
 from app.llm.demo import register_demo_provider
 from app.llm.direct import Answer, DirectCalls, Endpoint, direct_endpoints
-from app.llm.errors import LLMCallError, LLMErrorKind, UnknownModelError
-from app.llm.litellm_env import MAX_CONNECTIONS, Router, Usage, litellm, use_openai_sdk
+from app.llm.errors import LLMCallError, LLMErrorKind, after_every_attempt
+from app.llm.groups import DeploymentGroups
+from app.llm.litellm_env import (
+    MAX_CONNECTIONS,
+    LlmProviders,
+    ProviderConfigManager,
+    Router,
+    Usage,
+    litellm,
+    map_finish_reason,
+    use_openai_sdk,
+)
 from app.llm.pricing import Deployment, resolve_deployment
 from app.llm.router import TrackingRouter, classify, tracking_attempts
 from app.llm.tokens import PromptTokens
 from app.llm.types import (
     LLMDelta,
-    LLMEstimate,
     LLMRequest,
     LLMResponse,
     LLMToolCall,
@@ -39,7 +50,7 @@ _ROUTER_PARAMETERS = frozenset(inspect.signature(Router.__init__).parameters) - 
 }
 
 
-class LiteLLMBackend:
+class LiteLLMBackend(DeploymentGroups):
     """Calls the model list's deployments through LiteLLM, or over HTTP directly for those it
     would only relay (`app.llm.direct`, unless `direct` is off or `openai_sdk` on); built by
     `LLMGateway` from the Router entries it checked (`entries`, with their deployment `ids`)."""
@@ -56,10 +67,7 @@ class LiteLLMBackend:
         threads: TenantThreads,
         direct: bool = True,
     ) -> None:
-        self._default_max_tokens = default_max_tokens
-        self._fallbacks = model_list.fallbacks()
-        self._prompt_tokens = PromptTokens()
-        self._threads = threads
+        counting.prepare(config.litellm_model for config in model_list.model_list)
         use_openai_sdk(openai_sdk)
         if any(d.litellm_model.startswith(f"{DEMO_PROVIDER}/") for d in model_list.model_list):
             register_demo_provider()
@@ -67,15 +75,20 @@ class LiteLLMBackend:
             model_list=entries, **_router_kwargs(model_list.router_settings, request_timeout_s)
         )
         # Resolved after the Router registered the model list's prices under deployment ids.
-        self._deployments = {
-            deployment_id: resolve_deployment(config, deployment_id)
-            for deployment_id, config in zip(ids, model_list.model_list, strict=True)
-        }
-        self._groups: dict[str, list[Deployment]] = {name: [] for name in model_list.model_names()}
-        for deployment in self._deployments.values():
-            self._groups[deployment.model_name].append(deployment)
+        super().__init__(
+            model_list,
+            {
+                deployment_id: resolve_deployment(config, deployment_id)
+                for deployment_id, config in zip(ids, model_list.model_list, strict=True)
+            },
+            prompt_tokens=PromptTokens(),
+            threads=threads,
+            default_max_tokens=default_max_tokens,
+        )
         endpoints = (
-            direct_endpoints(model_list, ids, request_timeout_s=request_timeout_s)
+            direct_endpoints(
+                model_list, ids, request_timeout_s=request_timeout_s, unchanged=_unchanged
+            )
             if direct and not openai_sdk
             else {}
         )
@@ -91,15 +104,6 @@ class LiteLLMBackend:
         if self._direct is not None:
             await self._direct.aclose()
 
-    def deployments(self, model: str) -> list[Deployment]:
-        try:
-            return self._groups[model]
-        except KeyError:
-            raise UnknownModelError(model, list(self._groups)) from None
-
-    def fallbacks(self, model: str) -> list[str]:
-        return self._fallbacks.get(model, [])
-
     def supports_response_schema(self, names: list[str]) -> bool:
         return all(_supports_response_schema(d) for name in names for d in self.deployments(name))
 
@@ -111,7 +115,7 @@ class LiteLLMBackend:
                 answer = await self._direct.complete(request, route, attempts)
             except LLMCallError as exc:
                 raise _call_error(exc, attempts) from exc
-            return self._answered(request, answer, attempts)
+            return self.answered(request, answer, attempts)
         kwargs = self._call_kwargs(request)
         with tracking_attempts() as attempts:
             try:
@@ -146,7 +150,7 @@ class LiteLLMBackend:
             try:
                 async for event in self._direct.stream(request, route, attempts):
                     if isinstance(event, Answer):
-                        yield self._answered(request, event, attempts)
+                        yield self.answered(request, event, attempts)
                     else:
                         yield event
             except LLMCallError as exc:
@@ -196,38 +200,6 @@ class LiteLLMBackend:
             streamed=True,
         )
 
-    async def estimate(
-        self, request: LLMRequest, *, added_input_tokens: int, tenant_id: str | None
-    ) -> LLMEstimate:
-        fallbacks = (
-            self.fallbacks(request.model) if request.fallbacks is None else request.fallbacks
-        )
-        candidates = [
-            deployment
-            for name in [request.model, *fallbacks]
-            for deployment in self.deployments(name)
-        ]
-        messages = request.messages
-        if request.response_format is not None:
-            # Providers put the schema into the prompt, and bill it as input.
-            schema = json.dumps(request.response_format, ensure_ascii=False)
-            messages = [*messages, {"role": "system", "content": schema}]
-        input_tokens = added_input_tokens + await self._prompt_tokens.count_off_loop(
-            candidates[0].litellm_model,
-            messages,
-            request.tools,
-            threads=self._threads,
-            tenant_id=tenant_id,
-        )
-        max_output = request.max_tokens or self._default_max_tokens
-        costs = [d.cost_of_tokens(input_tokens, max_output) for d in candidates]
-        priced = [c for c in costs if c is not None]
-        return LLMEstimate(
-            input_tokens=input_tokens,
-            max_output_tokens=max_output,
-            cost_usd=max(priced) if len(priced) == len(costs) else None,
-        )
-
     def _direct_route(self, request: LLMRequest) -> list[Endpoint] | None:
         if self._direct is None:
             return None
@@ -237,24 +209,30 @@ class LiteLLMBackend:
         )
         return self._direct.route(request, fallbacks)
 
-    def _answered(
+    def answered(
         self, request: LLMRequest, answer: Answer, attempts: list[FailedAttempt]
     ) -> LLMResponse:
+        """A direct call's answer, its finish reason and usage read as LiteLLM reads them."""
+        reason = answer.finish_reason
         return self._priced(
             request,
             self._deployments[answer.endpoint.deployment_id],
             content=answer.content,
             reasoning=answer.reasoning,
             tool_calls=answer.tool_calls,
-            finish_reason=answer.finish_reason,
-            usage=answer.usage,
+            finish_reason=None if reason is None else map_finish_reason(reason),
+            usage=_usage(answer.usage),
             attempts=attempts,
             litellm_cost=None,
         )
 
     def _call_kwargs(self, request: LLMRequest) -> dict[str, Any]:
         self.deployments(request.model)  # unknown model: fail before the router does
-        kwargs: dict[str, Any] = {"model": request.model, "messages": request.messages}
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "messages": request.messages,
+            **_NOT_GATEWAY_MCP,
+        }
         optional = {
             "tools": request.tools or None,
             "tool_choice": request.tool_choice if request.tools else None,
@@ -349,6 +327,13 @@ _warming = threading.Lock()
 _warmed = threading.Event()
 
 
+# A call with tools makes LiteLLM look for its proxy's MCP gateway tools among them, which
+# imports the MCP SDK on the first (a third of a second of CPU, and its memory, in every
+# process) and walks the tools on each: ours are only ever function tools. LiteLLM's own
+# internal flag, which it strips before anything is sent.
+_NOT_GATEWAY_MCP: dict[str, Any] = {"_skip_mcp_handler": True}
+
+
 def warm_up() -> None:
     """Runs one call, with a tool, on the in-process demo model, once per process: in an
     event loop of its own, in a thread of its own (the caller's may be running a loop). The
@@ -376,7 +361,9 @@ def warm_up() -> None:
             },
         }
         messages = [{"role": "user", "content": "Say ok."}]
-        call = router.acompletion(model=DEMO_MODEL, messages=messages, tools=[tool])
+        call = router.acompletion(
+            model=DEMO_MODEL, messages=messages, tools=[tool], **_NOT_GATEWAY_MCP
+        )
         with ThreadPoolExecutor(1, thread_name_prefix="llm-warm-up") as thread:
             thread.submit(asyncio.run, call).result()
         _warmed.set()
@@ -395,19 +382,8 @@ def _router_kwargs(settings: dict[str, Any], request_timeout_s: float) -> dict[s
 
 def _call_error(exc: Exception, attempts: list[FailedAttempt]) -> LLMCallError:
     """The error of a call whose every deployment failed. LiteLLM re-raises the first
-    deployment's error; the call is worth retrying if any deployment's failure was."""
-    error = classify(exc)
-    kind = error.kind
-    if not kind.retryable:
-        retryable = [a for a in attempts if LLMErrorKind(a.error_class).retryable]
-        kind = LLMErrorKind(retryable[-1].error_class) if retryable else kind
-    return LLMCallError(
-        error.message,
-        kind=kind,
-        status_code=error.status_code,
-        retry_after_s=error.retry_after_s,
-        failed_attempts=list(attempts),
-    )
+    deployment's error."""
+    return after_every_attempt(classify(exc), attempts)
 
 
 def _supports_response_schema(deployment: Deployment) -> bool:
@@ -436,3 +412,23 @@ def _counted_usage(
     return Usage(
         prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
     )
+
+
+def _usage(reported: dict[str, Any] | None) -> Usage | None:
+    """A provider's usage as LiteLLM reads it; None when it reported none it can read (the
+    tokenizer counts it then)."""
+    if reported is None:
+        return None
+    try:
+        return Usage(**reported)
+    except (ValidationError, TypeError):
+        return None
+
+
+def _unchanged(model: str) -> bool:
+    """Whether LiteLLM's OpenAI configuration passes a model's parameters through as they
+    are (a model it knows as a plain chat model, or one it does not know)."""
+    config = ProviderConfigManager.get_provider_chat_config(
+        model=model, provider=LlmProviders.OPENAI
+    )
+    return type(config).__name__ in ("OpenAIGPTConfig", "OpenAIUnknownModelConfig")

@@ -29,17 +29,10 @@ from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import aiohttp
-from pydantic import ValidationError
 
 from app.chain import FailedAttempt
 from app.llm.config import ENV_REFERENCE_PREFIX, ModelList
 from app.llm.errors import LLMCallError, LLMErrorKind, kind_of_status
-from app.llm.litellm_env import (
-    LlmProviders,
-    ProviderConfigManager,
-    Usage,
-    map_finish_reason,
-)
 from app.llm.types import LLMDelta, LLMRequest, LLMToolCall, StreamedReply
 from app.llm.wire import tools_json
 
@@ -92,22 +85,27 @@ class Endpoint:
 
 @dataclass(slots=True)
 class Answer:
-    """A deployment's answer, parsed; `usage` is the provider's (a LiteLLM `Usage`, which its
-    price calculator takes), None when it reported none or none that can be read."""
+    """A deployment's answer, parsed; its finish reason and usage as the provider said them
+    (`usage` None when it reported none): the backend reads them as LiteLLM would."""
 
     endpoint: Endpoint
     content: str | None
     reasoning: str | None
     tool_calls: list[LLMToolCall]
     finish_reason: str | None
-    usage: Usage | None
+    usage: dict[str, Any] | None
 
 
 def direct_endpoints(
-    model_list: ModelList, ids: Iterable[str], *, request_timeout_s: float
+    model_list: ModelList,
+    ids: Iterable[str],
+    *,
+    request_timeout_s: float,
+    unchanged: Callable[[str], bool],
 ) -> dict[str, Endpoint]:
     """The models (by name) whose calls can go direct: none when the router settings ask for
-    something a direct call does not do."""
+    something a direct call does not do. `unchanged` says whether LiteLLM's OpenAI
+    configuration passes a model's parameters through as they are."""
     if not set(model_list.router_settings) <= _ROUTER_SETTINGS:
         return {}
     if "*" in model_list.fallbacks():
@@ -121,7 +119,7 @@ def direct_endpoints(
         params = config.litellm_params
         if per_model[config.model_name] != 1 or config.model_extra:
             continue  # load-balanced, or with per-minute limits beside it: the Router's
-        if not set(params) <= _PARAMETERS or not _relayed_unchanged(params):
+        if not set(params) <= _PARAMETERS or not _relayed_unchanged(params, unchanged):
             continue
         headers = {"Content-Type": "application/json", "User-Agent": "OmniForge"}
         # Without a key of its own, LiteLLM sends the environment's OpenAI key.
@@ -143,7 +141,7 @@ def direct_endpoints(
     return endpoints
 
 
-def _relayed_unchanged(params: dict[str, Any]) -> bool:
+def _relayed_unchanged(params: dict[str, Any], unchanged: Callable[[str], bool]) -> bool:
     """An `openai/` model at a compatible server's `api_base` whose parameters LiteLLM's
     OpenAI configuration passes through as they are (a model it knows as a plain chat model,
     or one it does not know)."""
@@ -153,10 +151,7 @@ def _relayed_unchanged(params: dict[str, Any]) -> bool:
     host = urlparse(api_base).hostname or ""
     if host == "openai.com" or host.endswith(".openai.com"):
         return False  # LiteLLM flattens schemas and strips cache flags for OpenAI's own API
-    config = ProviderConfigManager.get_provider_chat_config(
-        model=model.removeprefix("openai/"), provider=LlmProviders.OPENAI
-    )
-    return type(config).__name__ in ("OpenAIGPTConfig", "OpenAIUnknownModelConfig")
+    return unchanged(model.removeprefix("openai/"))
 
 
 def _resolved(value: Any) -> str | None:
@@ -387,7 +382,7 @@ def _answer(document: Any, endpoint: Endpoint) -> Answer:
             )
             for index, call in enumerate(calls)
         ],
-        finish_reason=_finish_reason(choice.get("finish_reason")),
+        finish_reason=_reason(choice.get("finish_reason")),
         usage=_usage(document.get("usage")),
     )
 
@@ -440,7 +435,7 @@ async def _read_stream(
         content=reply.content,
         reasoning=reply.reasoning,
         tool_calls=reply.tool_calls,
-        finish_reason=_finish_reason(reply.finish_reason),
+        finish_reason=_reason(reply.finish_reason),
         usage=_usage(reply.usage),
     )
 
@@ -451,17 +446,12 @@ def _text(value: Any) -> str | None:
     raise TypeError(f"text expected, not {type(value).__name__}")
 
 
-def _usage(value: Any) -> Usage | None:
-    if not isinstance(value, dict) or not value:
-        return None
-    try:
-        return Usage(**value)
-    except (ValidationError, TypeError):
-        return None  # counted with the tokenizer, as usage a provider does not report
+def _usage(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) and value else None
 
 
-def _finish_reason(value: Any) -> str | None:
-    return map_finish_reason(value) if isinstance(value, str) else None
+def _reason(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _status_error(status: int, body: bytes, headers: Any) -> LLMCallError:

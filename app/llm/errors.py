@@ -74,3 +74,19 @@ class LLMCallError(OmniForgeError):
         self.status_code = status_code
         self.retry_after_s = retry_after_s
         self.failed_attempts = failed_attempts or []
+
+
+def after_every_attempt(error: LLMCallError, attempts: list[FailedAttempt]) -> LLMCallError:
+    """The error of a call whose every deployment failed (`error` the first one's): worth
+    retrying if any deployment's failure was."""
+    kind = error.kind
+    if not kind.retryable:
+        retryable = [a for a in attempts if LLMErrorKind(a.error_class).retryable]
+        kind = LLMErrorKind(retryable[-1].error_class) if retryable else kind
+    return LLMCallError(
+        error.message,
+        kind=kind,
+        status_code=error.status_code,
+        retry_after_s=error.retry_after_s,
+        failed_attempts=list(attempts),
+    )

@@ -1,10 +1,13 @@
 """The LLM gateway: one LiteLLM Router over the model list, with fallbacks, usage and cost;
-the calls LiteLLM would only relay go over HTTP directly (`app.llm.direct`).
+the calls LiteLLM would only relay go over HTTP directly (`app.llm.direct`), and a model list
+of such deployments alone is served without LiteLLM at all (`app.llm.direct_backend`), which
+is then loaded only for what only it does.
 
 Building it imports no LiteLLM (seconds of CPU): the model list's names, fallbacks and
-defaults are known at once, and its LiteLLM side (`app.llm.backend`: the Router, each
-deployment's provider, prices and capabilities) is loaded in a background thread by whoever
-awaits `loaded` first (a service, once it is ready), or by the first synchronous use."""
+defaults are known at once, and its backend (`app.llm.backend`: the Router, each
+deployment's provider, prices and capabilities; or the direct one) is built in a background
+thread by whoever awaits `loaded` first (a service, once it is ready), or by the first
+synchronous use."""
 
 import logging
 from collections import Counter
@@ -19,7 +22,10 @@ from app.llm.types import LLMDelta, LLMEstimate, LLMRequest, LLMResponse
 
 if TYPE_CHECKING:
     from app.llm.backend import LiteLLMBackend
+    from app.llm.direct_backend import DirectBackend
     from app.llm.pricing import Deployment
+
+    Backend = LiteLLMBackend | DirectBackend
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +49,14 @@ class LLMGateway:
         openai_sdk: bool = False,
         threads: TenantThreads | None = None,
         direct: bool = True,
+        without_litellm: bool = True,
     ) -> None:
         """`threads`: the worker threads a tenant's large prompts are counted in, shared with
         the process's other per-tenant CPU work. `direct`: OpenAI-compatible deployments that
-        LiteLLM would only relay are called over HTTP directly (`app.llm.direct`)."""
+        LiteLLM would only relay are called over HTTP directly (`app.llm.direct`);
+        `without_litellm`: a model list of such deployments alone (and the demo model) is
+        served without importing LiteLLM until something only it does is asked for
+        (`app.llm.direct_backend`)."""
         names = model_list.model_names()
         if default_model not in names:
             raise ModelConfigError(
@@ -59,7 +69,7 @@ class LLMGateway:
         entries, ids = _router_entries(model_list)
         threads = threads or TenantThreads()
 
-        def build() -> "LiteLLMBackend":
+        def build_litellm() -> "LiteLLMBackend":
             from app.llm.backend import LiteLLMBackend
 
             return LiteLLMBackend(
@@ -73,19 +83,41 @@ class LLMGateway:
                 direct=direct,
             )
 
-        # LiteLLM imported and the Router built: what the synchronous look-ups need.
+        def build() -> "Backend":
+            if without_litellm and direct and not openai_sdk:
+                from app.llm.direct_backend import DirectBackend, serves_without_litellm
+
+                served = serves_without_litellm(
+                    model_list, ids, request_timeout_s=request_timeout_s
+                )
+                if served is not None:
+                    return DirectBackend(
+                        model_list,
+                        *served,
+                        default_max_tokens=default_max_tokens,
+                        threads=threads,
+                        litellm=self._litellm_ready,
+                    )
+            return self._litellm.result()
+
+        # LiteLLM imported and the Router built; that, and LiteLLM's lazily loaded code warmed
+        # up (what calls through LiteLLM wait for).
+        self._litellm = BackgroundLoad(build_litellm, name="llm-litellm-build")
+        self._litellm_ready = BackgroundLoad(self._warmed_litellm, name="llm-litellm-load")
+        # What the synchronous look-ups need: the backend built.
         self._backend = BackgroundLoad(build, name="llm-gateway-build")
-        # That, and LiteLLM's lazily loaded code warmed up: what calls wait for.
+        # That, and LiteLLM warmed up if the backend is LiteLLM's: what calls wait for.
         self._ready = BackgroundLoad(self._warmed, name="llm-gateway-load")
 
     def load(self) -> None:
-        """Loads the LiteLLM side in the caller's thread, or waits for the load under way (a
-        command that lists or calls models); raises what stopped it loading."""
+        """Builds the backend in the caller's thread, or waits for the build under way (a
+        command that lists or calls models); raises what stopped it."""
         self._backend.result()
 
     async def loaded(self) -> None:
-        """Returns once the LiteLLM side is loaded and warmed up, in a background thread if
-        need be (the loop goes on meanwhile); raises what stopped it loading."""
+        """Returns once the backend is built (and LiteLLM loaded and warmed up, if the backend
+        or the default model is LiteLLM's), in a background thread if need be (the loop goes
+        on meanwhile); raises what stopped it."""
         await self._ready.wait()
 
     @property
@@ -94,8 +126,8 @@ class LLMGateway:
         return self._ready.built()
 
     def load_failure(self) -> BaseException | None:
-        """What stopped the LiteLLM side loading, once it has."""
-        return self._ready.failure() or self._backend.failure()
+        """What stopped the backend or LiteLLM loading, once it has."""
+        return self._ready.failure() or self._backend.failure() or self._litellm_ready.failure()
 
     async def aclose(self) -> None:
         """Closes the direct calls' connections (LiteLLM keeps its own until exit)."""
@@ -106,14 +138,25 @@ class LLMGateway:
         """The models whose calls go over HTTP directly, once loaded."""
         return self._backend.result().direct_models()
 
-    def _warmed(self) -> "LiteLLMBackend":
+    def _warmed(self) -> "Backend":
+        try:
+            backend = self._backend.result()
+        except Exception:
+            logger.exception("the LLM gateway could not be loaded")
+            raise
+        if backend is self._litellm.result_if_built() or self.default_model == DEMO_MODEL:
+            # LiteLLM's backend, or the demo model's calls (LiteLLM's) by default: loaded now.
+            self._litellm_ready.result()
+        return backend
+
+    def _warmed_litellm(self) -> "LiteLLMBackend":
         from app.llm.backend import warm_up
 
         try:
-            backend = self._backend.result()
+            backend = self._litellm.result()
             warm_up()
         except Exception:
-            logger.exception("the LLM gateway could not be loaded")
+            logger.exception("LiteLLM could not be loaded")
             raise
         return backend
 
@@ -178,7 +221,7 @@ class LLMGateway:
             request, added_input_tokens=added_input_tokens, tenant_id=tenant_id
         )
 
-    async def _ready_for(self, request: LLMRequest) -> "LiteLLMBackend":
+    async def _ready_for(self, request: LLMRequest) -> "Backend":
         """The LiteLLM side, once loaded and warmed up; an unknown model is refused without
         waiting."""
         if request.model not in self._names:

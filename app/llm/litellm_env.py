@@ -9,32 +9,8 @@ for a connection: `OMNIFORGE_LLM_MAX_CONNECTIONS` is put there first.
 
 import os
 
-from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from app.llm.connections import DEFAULT_MAX_CONNECTIONS, MAX_CONNECTIONS
 
-# `Settings.llm_max_connections`' default: the settings object (which this package may not
-# import) validates the same variable at start-up; a test keeps the two defaults equal.
-DEFAULT_MAX_CONNECTIONS = 20_000
-
-
-class _ImportTimeSettings(BaseSettings):
-    """What LiteLLM takes from the environment as it is imported, before the settings object
-    is built: read alone, so that no other setting is checked this early."""
-
-    model_config = SettingsConfigDict(env_prefix="OMNIFORGE_", extra="ignore")
-
-    llm_max_connections: int = Field(default=DEFAULT_MAX_CONNECTIONS, ge=1)
-
-
-def _max_connections() -> int:
-    try:
-        return _ImportTimeSettings().llm_max_connections
-    except ValidationError:
-        return DEFAULT_MAX_CONNECTIONS  # the settings object refuses it, with its message
-
-
-# The calls' connection pools' size, in all and per host: LiteLLM's, and the direct calls'.
-MAX_CONNECTIONS = _max_connections()
 os.environ["AIOHTTP_CONNECTOR_LIMIT"] = str(MAX_CONNECTIONS)
 os.environ["AIOHTTP_CONNECTOR_LIMIT_PER_HOST"] = str(MAX_CONNECTIONS)
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -42,18 +18,18 @@ os.environ.setdefault("LITELLM_DISABLE_BUG_REPORT_LINK", "true")
 os.environ.setdefault("LITELLM_LOG", "ERROR")
 
 # LiteLLM reads the environment as it is imported: these imports must follow the lines above.
-import litellm  # noqa: E402
-from litellm import CustomLLM, Router  # noqa: E402
-from litellm.litellm_core_utils.core_helpers import map_finish_reason  # noqa: E402
-from litellm.litellm_core_utils.prompt_templates.common_utils import (  # noqa: E402
+import litellm
+from litellm import CustomLLM, Router
+from litellm.litellm_core_utils.core_helpers import map_finish_reason
+from litellm.litellm_core_utils.prompt_templates.common_utils import (
     drop_non_python_regex_patterns,
     tool_with_sanitized_parameters,
 )
-from litellm.router_utils.pre_call_checks.io_token_rate_limit_check import (  # noqa: E402
+from litellm.router_utils.pre_call_checks.io_token_rate_limit_check import (
     deployment_has_io_token_limits,
 )
-from litellm.types.utils import LlmProviders, ModelResponse, Usage  # noqa: E402
-from litellm.utils import ProviderConfigManager  # noqa: E402
+from litellm.types.utils import LlmProviders, ModelResponse, Usage
+from litellm.utils import ProviderConfigManager
 
 litellm.suppress_debug_info = True
 litellm.disable_hf_tokenizer_download = True
@@ -68,6 +44,7 @@ def use_openai_sdk(enabled: bool) -> None:
 
 
 __all__ = [
+    "DEFAULT_MAX_CONNECTIONS",
     "MAX_CONNECTIONS",
     "CustomLLM",
     "LlmProviders",

@@ -42,6 +42,10 @@ class BackgroundLoad(Generic[_T]):
         future = self._future
         return future is not None and future.done() and future.exception() is None
 
+    def result_if_built(self) -> _T | None:
+        """The value if it is there, else None (nothing is built or waited for)."""
+        return self._future.result() if self.built() and self._future is not None else None
+
     def failure(self) -> BaseException | None:
         """Why the build failed, once it has."""
         future = self._future

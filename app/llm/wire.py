@@ -4,16 +4,16 @@ An agent offers the same tool definitions in every LLM call of every task (a too
 is built once per definition: `ToolDefinition.to_openai_tool`), and its schemas are most of a
 request's bytes when it offers many. Each tool object's JSON is kept here by identity, with the
 object itself (so that its id is not reused), in a bounded cache: what the direct path sends
-and the prompt counter's keys.
+and the prompt counter's keys. A schema's regexes that Python cannot compile are dropped as
+LiteLLM drops them (by LiteLLM, imported for it if need be); others are sent as they are.
 """
 
 import json
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
-
-from app.llm.litellm_env import drop_non_python_regex_patterns, tool_with_sanitized_parameters
 
 _MAX_TOOLS = 4096
 
@@ -41,7 +41,13 @@ def wire_tool(tool: dict[str, Any]) -> WireTool:
             return entry
     key = json.dumps(tool, sort_keys=True, separators=(",", ":"))
     sent = key
-    if _has_pattern(tool):
+    if _has_pattern(tool) and not _regexes_compile(tool):
+        # LiteLLM drops what Python cannot compile (imported here if it is not yet).
+        from app.llm.litellm_env import (
+            drop_non_python_regex_patterns,
+            tool_with_sanitized_parameters,
+        )
+
         cleaned = tool_with_sanitized_parameters(tool, drop_non_python_regex_patterns)
         sent = json.dumps(cleaned, sort_keys=True, separators=(",", ":"))
     entry = WireTool(tool, key, sent)
@@ -72,3 +78,28 @@ def _has_pattern(value: Any) -> bool:
     if isinstance(value, list):
         return any(_has_pattern(v) for v in value if isinstance(v, dict | list))
     return False
+
+
+def _regexes_compile(value: Any) -> bool:
+    """Whether every regex anywhere in the value (a `pattern` string, a `patternProperties`
+    key) compiles in Python: then LiteLLM's clean-up, which drops only those that do not,
+    changes nothing."""
+    if isinstance(value, dict):
+        pattern = value.get("pattern")
+        if isinstance(pattern, str) and not _compiles(pattern):
+            return False
+        names = value.get("patternProperties")
+        if isinstance(names, dict) and not all(_compiles(str(name)) for name in names):
+            return False
+        return all(_regexes_compile(v) for v in value.values() if isinstance(v, dict | list))
+    if isinstance(value, list):
+        return all(_regexes_compile(v) for v in value if isinstance(v, dict | list))
+    return True
+
+
+def _compiles(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except (re.error, RecursionError):
+        return False
+    return True

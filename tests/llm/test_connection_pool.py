@@ -7,15 +7,14 @@ import sys
 from app.config import Settings
 from app.llm import litellm_env
 
-# Runs in a fresh interpreter: loads LiteLLM as every process does (a gateway's LiteLLM side,
-# which a service loads once it is ready), then builds the aiohttp session LiteLLM sends every
-# async call (OpenAI SDK path included) through.
+# Runs in a fresh interpreter: loads LiteLLM as every process does (through the one module
+# that imports it, as a gateway's LiteLLM side does), then builds the aiohttp session LiteLLM
+# sends every async call (OpenAI SDK path included) through.
 _PROBE = """
 import asyncio
 import app.cli
-from app.llm import LLMGateway, load_model_list
+import app.llm.litellm_env
 
-LLMGateway(load_model_list(None)).load()
 from litellm.llms.custom_httpx.http_handler import AsyncHTTPHandler
 
 async def main():

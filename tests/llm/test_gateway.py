@@ -18,7 +18,9 @@ from app.llm import (
     UnknownModelError,
     load_model_list,
 )
+from app.llm.direct_backend import DirectBackend
 from app.llm.litellm_env import litellm
+from app.llm.model_map import knows
 from tests import factories
 from tests.factories import fake_deployment, write_model_list
 from tests.fakes.openai_server import FakeLLMServer, Reply, ToolCall
@@ -28,18 +30,27 @@ HELLO = [{"role": "user", "content": "hello"}]
 GatewayFor = Callable[..., LLMGateway]
 
 
-@pytest.fixture(params=["direct", "litellm"])
+@pytest.fixture(params=["without-litellm", "direct", "litellm"])
 def gateway_for(request: pytest.FixtureRequest) -> GatewayFor:
-    """Every contract below holds for both paths of a call: over HTTP directly, and through
+    """Every contract below holds for each path of a call: over HTTP directly without LiteLLM
+    (for models its map does not know), over HTTP directly beside LiteLLM, and through
     LiteLLM's Router. The gateway it builds says which one its calls took."""
-    direct = request.param == "direct"
+    direct = request.param != "litellm"
+    without_litellm = request.param == "without-litellm"
 
     def build(*args: Any, **kwargs: Any) -> LLMGateway:
-        gateway = factories.gateway_for(*args, direct=direct, **kwargs)
+        gateway = factories.gateway_for(
+            *args, direct=direct, without_litellm=without_litellm, **kwargs
+        )
         gateway.load()
         deployments = kwargs.get("deployments") or args[1]
         models = {d["model_name"] for d in deployments if "rpm" not in d["litellm_params"]}
         assert set(gateway.direct_models()) == (models if direct else set())
+        unmapped = all(
+            not knows(d["litellm_params"]["model"].removeprefix("openai/")) for d in deployments
+        )
+        served_here = without_litellm and unmapped and len(models) == len(deployments)
+        assert isinstance(gateway._backend.result(), DirectBackend) is served_here
         return gateway
 
     return build
@@ -266,6 +277,8 @@ async def test_tools_and_options_reach_the_provider_and_tool_calls_come_back(
     body = fake_llm.requests[0].body
     assert body["tools"] == tools
     assert body["tool_choice"] == "auto"
+    # No internal flag reaches the provider (LiteLLM strips its own, `_skip_mcp_handler`).
+    assert [key for key in body if key.startswith("_")] == []
     assert (body["temperature"], body["max_tokens"], body["stop"]) == (0.1, 50, ["\nObservation:"])
     assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
         ("c1", "calculator", '{"expression": "2+2"}'),
@@ -400,7 +413,9 @@ async def test_deployments_with_rate_limits_still_have_their_usage_tracked(
     await gateway.complete(LLMRequest(model="limited", messages=HELLO))
 
     # The router's own per-minute counters, which its rpm/tpm routing reads.
-    router = gateway._backend.result().router
+    backend = gateway._backend.result()
+    assert not isinstance(backend, DirectBackend)  # rate limits are the Router's
+    router = backend.router
     assert await router.get_model_group_usage("limited") == (15, 1)
 
 

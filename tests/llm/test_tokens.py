@@ -151,3 +151,14 @@ async def test_an_image_is_counted_off_the_loop_and_its_bytes_are_not_kept_as_a_
     assert isinstance(key, bytes)
     assert len(key) == 32
     assert counter.count("gpt-4o", [image]) == total
+
+
+def test_tools_cost_less_with_a_system_message_wherever_it_is() -> None:
+    """The tools' count is cached once per tool set; the system message's discount is the
+    prompt's own (LiteLLM gives it for a system message anywhere in the prompt)."""
+    counter = PromptTokens()
+    user = {"role": "user", "content": "What is 2 + 2?"}
+    system = {"role": "system", "content": "Be brief."}
+    for messages in ([user], [system, user], [user, system], [user]):
+        expected = litellm.token_counter(model="gpt-4o", messages=messages, tools=TOOLS)
+        assert counter.count("gpt-4o", messages, TOOLS) == expected, messages

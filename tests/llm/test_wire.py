@@ -58,3 +58,28 @@ def test_threads_share_the_cache_safely() -> None:
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def test_what_is_sent_is_what_litellm_sends_whether_or_not_it_cleans_anything() -> None:
+    """Where every regex compiles the tool goes as it is, without LiteLLM's walk; where one
+    does not, LiteLLM's clean-up is applied: both as LiteLLM sends the tool."""
+    from app.llm.litellm_env import drop_non_python_regex_patterns, tool_with_sanitized_parameters
+
+    tools = [
+        _tool("plain", word={"type": "string", "pattern": "^[a-z]+$"}),
+        _tool("data", word={"type": "string", "default": "x", "examples": [{"pattern": "(?<"}]}),
+        _tool("keys", tags={"type": "object", "patternProperties": {"^x-": {"type": "string"}}}),
+        _tool(
+            "foreign_key",
+            tags={
+                "type": "object",
+                "patternProperties": {"^\\p{L}$": {"type": "string"}},
+                "additionalProperties": False,
+            },
+        ),
+        _tool("nested", items={"type": "array", "items": {"type": "string", "pattern": "[("}}),
+    ]
+    for tool in tools:
+        cleaned = tool_with_sanitized_parameters(tool, drop_non_python_regex_patterns)
+        expected = json.dumps(cleaned, sort_keys=True, separators=(",", ":"))
+        assert wire_tool(tool).sent == expected, tool["function"]["name"]
