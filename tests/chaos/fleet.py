@@ -137,6 +137,22 @@ async def _bounded(step: Awaitable[T], timeout_s: float, what: str, instance: In
         ) from None
 
 
+def _migrate(database_url: str) -> None:
+    """Migrates the database in a thread of its own, with a loop of its own: Alembic runs the
+    migrations in its caller's thread (seconds of CPU on a busy machine), and the test's loop
+    meanwhile serves the fake model and times other fleets' faults (a call it received late
+    would seem made during an outage that began after it was sent)."""
+
+    async def migrate() -> None:
+        database = Database(database_url)
+        try:
+            await upgrade_to_head(database)
+        finally:
+            await database.dispose()
+
+    asyncio.run(migrate())
+
+
 @asynccontextmanager
 async def fleet(
     directory: Path, *, llm_delay_s: Delay = 1.0, redis: bool = False, **env: str
@@ -155,11 +171,7 @@ async def fleet(
         shared = await stack.enter_async_context(private_redis()) if redis else None
         llm = await stack.enter_async_context(ChaosLLM(changes, delay_s=llm_delay_s))
         database_url = await postgres.create_database("omniforge")
-        database = Database(database_url)
-        try:
-            await upgrade_to_head(database)
-        finally:
-            await database.dispose()
+        await asyncio.to_thread(_migrate, database_url)
         tenant = await create_tenant(database_url)
         models = write_model_list(
             directory,
