@@ -36,6 +36,7 @@ from app.api.openapi import install_openapi
 from app.api.remote_agents.router import router as remote_agents_router
 from app.api.request_ids import RequestIds
 from app.api.root import router as root_router
+from app.api.routes import add_routes
 from app.api.schedules.router import router as schedules_router
 from app.api.secrets.router import router as secrets_router
 from app.api.serving import listeners_of
@@ -267,6 +268,12 @@ async def _load_runtime(runtime: AgentRuntime, serving: asyncio.Event | None) ->
             gc.enable()
 
 
+@asynccontextmanager
+async def _serving(app: FastAPI) -> AsyncIterator[None]:
+    async with _lifespan(app), metrics.sample_loop_lag(app):
+        yield
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -282,7 +289,7 @@ def create_app(
         version=service_version(),
         summary="Multi-tenant agent service: every agent operation is a tool call, every call "
         "a step of a persisted, streamed reasoning chain.",
-        lifespan=_lifespan,
+        lifespan=_serving,
         # Served by `install_docs` from the service's own assets, not from a CDN.
         docs_url=None,
         redoc_url=None,
@@ -310,31 +317,34 @@ def create_app(
     # Outermost of all: every response names its request, and so does every log line.
     app.add_middleware(RequestIds)
     install_docs(app)
-    # First: a request is matched against the routes in this order, twice (FastAPI's
-    # included routers), and a task's submission and stream are most of the requests.
-    app.include_router(tasks_router)
-    app.include_router(root_router)
-    app.include_router(console_router)
-    app.include_router(me_router)
-    app.include_router(health.router)
-    app.include_router(metrics.router)
-    app.include_router(approvals_router)
-    app.include_router(stream_tickets_router)
-    app.include_router(agents_router)
-    app.include_router(conversations_router)
-    app.include_router(chains_router)
-    app.include_router(tenants_router)
-    app.include_router(tools_router)
-    app.include_router(models_router)
-    app.include_router(costs_router)
-    app.include_router(erasure_router)
-    app.include_router(files_router)
-    app.include_router(secrets_router)
-    app.include_router(mcp_servers_router)
-    app.include_router(remote_agents_router)
-    app.include_router(schedules_router)
-    app.include_router(webhooks_router)
-    app.include_router(openai_router)
-    app.include_router(api_keys_router)
-    app.include_router(a2a_router)
+    # First: a request is matched against the routes in this order, and a task's submission
+    # and stream are most of the requests.
+    add_routes(
+        app,
+        tasks_router,
+        root_router,
+        console_router,
+        me_router,
+        health.router,
+        metrics.router,
+        approvals_router,
+        stream_tickets_router,
+        agents_router,
+        conversations_router,
+        chains_router,
+        tenants_router,
+        tools_router,
+        models_router,
+        costs_router,
+        erasure_router,
+        files_router,
+        secrets_router,
+        mcp_servers_router,
+        remote_agents_router,
+        schedules_router,
+        webhooks_router,
+        openai_router,
+        api_keys_router,
+        a2a_router,
+    )
     return app

@@ -25,6 +25,7 @@ from starlette.responses import Response
 from starlette.types import Scope
 
 from app.api.errors import UNAVAILABLE, ApiError
+from app.api.routes import add_routes
 
 STATIC_DIR = Path(__file__).resolve().parents[1] / "static"
 STATIC_URL = "/static"
@@ -170,5 +171,5 @@ def _accepts_gzip(scope: Scope) -> bool:
 def install_docs(app: FastAPI) -> None:
     """Serves /docs, /redoc and /static/ (create the app with `docs_url=None, redoc_url=None`,
     or FastAPI serves its own pages, which load their assets from a CDN)."""
-    app.include_router(router)
+    add_routes(app, router)
     app.mount(STATIC_URL, _BuiltAssets(directory=STATIC_DIR, check_dir=False), name="static")

@@ -20,7 +20,9 @@ from typing import Any
 
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
+from starlette._utils import get_route_path
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.api.errors import PAYLOAD_TOO_LARGE, VALIDATION, ApiError, FieldProblem, problem_response
@@ -103,7 +105,19 @@ class CheckedRequest(Request):
 
 
 class CheckedRoute(APIRoute):
-    """The route class of every router: its requests are `CheckedRequest`s."""
+    """The route class of every router: its requests are `CheckedRequest`s. A request is
+    matched against the app's routes in turn: a route whose path's literal start the
+    request's path does not begin with is passed over without its pattern (the same answer,
+    at a fraction of the cost, for most of the app's 120 routes on every request)."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        self._literal_start = path.partition("{")[0]
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if not get_route_path(scope).startswith(self._literal_start):
+            return Match.NONE, {}
+        return super().matches(scope)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()

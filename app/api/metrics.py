@@ -17,8 +17,8 @@ from app.observability.loop_lag import LoopLag
 
 
 @asynccontextmanager
-async def _sample_loop_lag(app: FastAPI) -> AsyncIterator[None]:
-    """Part of the app's lifespan (merged in when the router is included)."""
+async def sample_loop_lag(app: FastAPI) -> AsyncIterator[None]:
+    """Part of the app's lifespan: samples the event loop's lag while the app serves."""
     lag = LoopLag()
     lag.start()
     app.state.loop_lag = lag
@@ -35,7 +35,7 @@ def _loop_lag(request: Request) -> LoopLag:
 
 LoopLagSampler = Annotated[LoopLag, Depends(_loop_lag)]
 
-router = APIRouter(tags=["health"], route_class=CheckedRoute, lifespan=_sample_loop_lag)
+router = APIRouter(tags=["health"], route_class=CheckedRoute)
 
 
 @router.get(
