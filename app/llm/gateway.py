@@ -19,6 +19,7 @@ from app.llm.config import DEMO_MODEL, ModelList
 from app.llm.errors import ModelConfigError, UnknownModelError
 from app.llm.loading import BackgroundLoad
 from app.llm.types import LLMDelta, LLMEstimate, LLMRequest, LLMResponse
+from app.llm.wire import needs_litellm
 
 if TYPE_CHECKING:
     from app.llm.backend import LiteLLMBackend
@@ -226,7 +227,16 @@ class LLMGateway:
         waiting."""
         if request.model not in self._names:
             raise UnknownModelError(request.model, self.model_names())
-        return await self._ready.wait()
+        backend = await self._ready.wait()
+        if (
+            request.tools
+            and not self._litellm_ready.built()
+            and any(needs_litellm(tool) for tool in request.tools)
+        ):
+            # A schema regex Python cannot compile is dropped by LiteLLM's code: loaded in
+            # its thread, not imported on the loop when the tool is first sent.
+            await self._litellm_ready.wait()
+        return backend
 
 
 def _router_entries(model_list: ModelList) -> tuple[list[dict[str, Any]], list[str]]:

@@ -58,6 +58,16 @@ def wire_tool(tool: dict[str, Any]) -> WireTool:
     return entry
 
 
+def needs_litellm(tool: dict[str, Any]) -> bool:
+    """Whether sending the tool would import LiteLLM: it is not yet cached, and a regex of
+    its schema does not compile in Python."""
+    with _lock:
+        entry = _cache.get(id(tool))
+        if entry is not None and entry.tool is tool:
+            return False
+    return _has_pattern(tool) and not _regexes_compile(tool)
+
+
 def tools_json(tools: list[dict[str, Any]]) -> str:
     """The tools as sent, as one JSON array."""
     return "[" + ",".join(wire_tool(tool).sent for tool in tools) + "]"

@@ -5,7 +5,10 @@ usage counted when a provider reports none) run on both paths in `test_gateway.p
 the direct path's own: what it takes, what it leaves to LiteLLM, what it sends."""
 
 import asyncio
+import json
+import os
 import socket
+import sys
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -292,3 +295,76 @@ async def test_an_answer_that_is_not_a_chat_completion_fails_the_call_cleanly(
     assert raised.value.kind is LLMErrorKind.TRANSIENT
     assert raised.value.message.startswith("APIError: odd sent ")
     assert gateway.direct_models() == ["odd"]
+
+
+_FOREIGN_REGEX_PROBE = r"""
+import asyncio, json, sys, threading
+from pathlib import Path
+from app.llm import LLMGateway, LLMRequest, load_model_list
+
+imported_in = []
+
+
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "litellm":
+            imported_in.append(threading.current_thread().name)
+        return None
+
+
+sys.meta_path.insert(0, Watch())
+tool = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "parameters": {
+            "type": "object",
+            "properties": {"word": {"type": "string", "pattern": "^\\p{L}+$"}},
+        },
+    },
+}
+
+
+async def main():
+    gateway = LLMGateway(load_model_list(Path(sys.argv[1])), default_model="m", direct=True)
+    request = LLMRequest(model="m", messages=[{"role": "user", "content": "hi"}], tools=[tool])
+    response = await gateway.complete(request)
+    await gateway.aclose()
+    return response.content, threading.current_thread().name
+
+
+content, loop_thread = asyncio.run(main())
+print(json.dumps({"imported_in": imported_in, "loop": loop_thread, "content": content}))
+"""
+
+
+async def test_a_tool_regex_python_cannot_compile_loads_litellm_off_the_event_loop(
+    fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    """Dropping such a regex takes LiteLLM's code: on a direct deployment that has not loaded
+    it, the call waits for its load in a thread rather than importing it on the loop (seconds
+    during which every other run of the process would stall)."""
+    models = write_model_list(tmp_path, [fake_deployment(fake_llm, "m", native_tools=True)])
+    fake_llm.script("m", Reply.text("found"))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _FOREIGN_REGEX_PROBE,
+        str(models),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+    async with asyncio.timeout(120):
+        out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    probe = json.loads(out.decode().splitlines()[-1])
+
+    assert probe["content"] == "found"
+    assert probe["imported_in"], "LiteLLM was not needed: the probe proves nothing"
+    assert probe["loop"] not in probe["imported_in"]
+    [sent] = fake_llm.requests
+    assert _took_direct_path(sent.headers)
+    assert sent.body["tools"][0]["function"]["parameters"]["properties"] == {
+        "word": {"type": "string"}
+    }
