@@ -10,6 +10,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from app.storage import sqlite_driver
 from app.storage.types import dump_json
 
 
@@ -29,6 +30,8 @@ class Database:
             if database and database != ":memory:":
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
             options.update(pool_size=1, max_overflow=0, pool_timeout=60)
+            # aiosqlite with fewer hand-offs to its thread (see `sqlite_driver`).
+            options["async_creator"] = sqlite_driver.connector(self.url)
         else:
             # No pre-ping (a round trip per checkout): a connection found dead fails its one
             # statement, SQLAlchemy then drops the whole pool, and run writes are retried.
