@@ -9,7 +9,9 @@ links Schemathesis infers between operations (an id one answer gives is used by 
 request), as each role.
 
 It runs derandomized (the same cases each run) so that a failure reproduces; what it found
-is printed with a curl command per case.
+is printed with a curl command per case. The operations are split between the suite's
+workers (`SHARDS` tests): each case is made once and sent as every role, and each shard runs
+one role's stateful sequences.
 """
 
 import asyncio
@@ -43,6 +45,9 @@ from tests.service import Service, running_service, service_settings
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.json"
 ROLES = ("tenant_admin", "platform_admin", "member")
+# Tests the operations are split between, each run by a worker of its own; shard `n` also
+# runs the stateful sequences as `ROLES[n]`.
+SHARDS = len(ROLES)
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -73,6 +78,7 @@ class _Fuzzer:
         self.failures: dict[tuple[str, str], str] = {}
 
     def operation(self, schema: Any, operation: Any, path_parameters: dict[str, str]) -> None:
+        """The operation's cases, each made once and sent as every role."""
         modes = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
         # The coverage cases: each input at its bounds and just past them, each type swapped
         # for others (`0.5` for a time, `""` for an id...), fixed by the document.
@@ -85,15 +91,16 @@ class _Fuzzer:
         )
         for case in coverage:
             case.path_parameters = {**(case.path_parameters or {}), **path_parameters}
+            self._send_as_every_role(operation.label, case)
+        for mode in modes:
+            strategy = operation.as_strategy(
+                generation_mode=mode, path_parameters=path_parameters or None
+            )
+            self._cases(operation.label, strategy)
+
+    def _send_as_every_role(self, label: str, case: Any) -> None:
         for role, token in self.tokens.items():
-            headers = {"Authorization": f"Bearer {token}"}
-            for case in coverage:
-                self._send(operation.label, case, role, headers)
-            for mode in modes:
-                strategy = operation.as_strategy(
-                    generation_mode=mode, path_parameters=path_parameters or None
-                )
-                self._cases(operation.label, strategy, role, headers)
+            self._send(label, case, role, {"Authorization": f"Bearer {token}"})
 
     def _send(self, label: str, case: Any, role: str, headers: dict[str, str]) -> None:
         response = case.call(
@@ -115,7 +122,7 @@ class _Fuzzer:
                 curl = case.as_curl_command(headers=headers)
                 self.failures[key] = f"{label} as {role}: {key[1]}\n{found}\n{curl[:2000]}"
 
-    def _cases(self, label: str, strategy: Any, role: str, headers: dict[str, str]) -> None:
+    def _cases(self, label: str, strategy: Any) -> None:
         @settings(
             max_examples=EXAMPLES,
             deadline=None,
@@ -126,7 +133,7 @@ class _Fuzzer:
         )
         @given(case=strategy)
         def check(case: schemathesis.Case[Any]) -> None:
-            self._send(label, case, role, headers)
+            self._send_as_every_role(label, case)
 
         try:
             check()
@@ -146,13 +153,14 @@ def _known_ids(method: str, path: str, ids: dict[str, str], settings_tenant: str
 
 
 def _fuzz(
-    base_url: str, tokens: dict[str, str], ids: dict[str, str], settings_tenant: str
+    base_url: str, tokens: dict[str, str], ids: dict[str, str], settings_tenant: str, shard: int
 ) -> tuple[int, int, list[str]]:
-    """Every operation of the document, fuzzed, then stateful sequences of them; returns how
-    many requests were sent, how many of them in sequences, and the failures found."""
+    """The shard's operations of the document, fuzzed as every role, then stateful sequences
+    as the shard's role; returns how many requests were sent, how many of them in sequences,
+    and the failures found."""
     schema = schemathesis.openapi.from_dict(json.loads(DOCUMENT.read_text(encoding="utf-8")))
     fuzzer = _Fuzzer(base_url, tokens)
-    for result in schema.get_all_operations():
+    for result in list(schema.get_all_operations())[shard::SHARDS]:
         if isinstance(result, Err):
             raise result.err()
         operation = result.ok()
@@ -160,69 +168,71 @@ def _fuzz(
             schema, operation, _known_ids(operation.method, operation.path, ids, settings_tenant)
         )
     alone = fuzzer.sent
-    _sequences(schema, fuzzer, ids, settings_tenant)
+    role = ROLES[shard]
+    _sequences(schema, fuzzer, role, tokens[role], ids, settings_tenant)
     return fuzzer.sent, fuzzer.sent - alone, list(fuzzer.failures.values())
 
 
-def _sequences(schema: Any, fuzzer: _Fuzzer, ids: dict[str, str], settings_tenant: str) -> None:
-    """Stateful sequences as each role: each step's request may take what an earlier answer
-    gave (the links Schemathesis infers between the operations); the tenant in a path is the
+def _sequences(
+    schema: Any, fuzzer: _Fuzzer, role: str, token: str, ids: dict[str, str], settings_tenant: str
+) -> None:
+    """Stateful sequences as `role`: each step's request may take what an earlier answer gave
+    (the links Schemathesis infers between the operations); the tenant in a path is the
     role's own."""
     machine = schema.as_state_machine()
-    for role, token in fuzzer.tokens.items():
 
-        class AsRole(machine):  # type: ignore[misc, valid-type]
-            ROLE = role
-            TOKEN = token
+    class AsRole(machine):  # type: ignore[misc, valid-type]
+        ROLE = role
+        TOKEN = token
 
-            @property
-            def headers(self) -> dict[str, str]:
-                return {"Authorization": f"Bearer {self.TOKEN}"}
+        @property
+        def headers(self) -> dict[str, str]:
+            return {"Authorization": f"Bearer {self.TOKEN}"}
 
-            def before_call(self, case: Any) -> None:
-                known = _known_ids(case.method, case.path, ids, settings_tenant)
-                if "tenant_id" in known:
-                    case.path_parameters = {
-                        **(case.path_parameters or {}),
-                        "tenant_id": known["tenant_id"],
-                    }
-
-            def get_call_kwargs(self, case: Any) -> dict[str, Any]:
-                return {
-                    "base_url": fuzzer.base_url,
-                    "headers": self.headers,
-                    "session": fuzzer.session,
-                    "timeout": 30,
+        def before_call(self, case: Any) -> None:
+            known = _known_ids(case.method, case.path, ids, settings_tenant)
+            if "tenant_id" in known:
+                case.path_parameters = {
+                    **(case.path_parameters or {}),
+                    "tenant_id": known["tenant_id"],
                 }
 
-            def validate_response(self, response: Any, case: Any, *_: Any, **__: Any) -> None:
-                label = f"{case.operation.label} (stateful)"
-                fuzzer.check(label, case, self.ROLE, self.headers, response)
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {
+                "base_url": fuzzer.base_url,
+                "headers": self.headers,
+                "session": fuzzer.session,
+                "timeout": 30,
+            }
 
-        # A sequence Hypothesis draws differently on a second run (an id an answer gave is
-        # gone) is the live service's doing: the suite ends there, as in Schemathesis' own
-        # runner. What was sent was checked.
-        with contextlib.suppress(Flaky):
-            AsRole.run(
-                settings=settings(
-                    max_examples=SCENARIOS,
-                    stateful_step_count=STEPS,
-                    deadline=None,
-                    database=None,
-                    derandomize=True,
-                    # Generation only: a replay of a sequence against a live service meets
-                    # the state the first run left, not the one it met.
-                    phases=[Phase.generate],
-                    suppress_health_check=list(HealthCheck),
-                )
+        def validate_response(self, response: Any, case: Any, *_: Any, **__: Any) -> None:
+            label = f"{case.operation.label} (stateful)"
+            fuzzer.check(label, case, self.ROLE, self.headers, response)
+
+    # A sequence Hypothesis draws differently on a second run (an id an answer gave is
+    # gone) is the live service's doing: the suite ends there, as in Schemathesis' own
+    # runner. What was sent was checked.
+    with contextlib.suppress(Flaky):
+        AsRole.run(
+            settings=settings(
+                max_examples=SCENARIOS,
+                stateful_step_count=STEPS,
+                deadline=None,
+                database=None,
+                derandomize=True,
+                # Generation only: a replay of a sequence against a live service meets
+                # the state the first run left, not the one it met.
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
             )
+        )
 
 
-# One test per role, so that the suite's workers share them.
-@pytest.mark.parametrize("role", ROLES)
+# One test per shard of the operations, so that the suite's workers share them.
+@pytest.mark.parametrize("shard", range(SHARDS))
 @pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 async def test_no_request_to_the_documented_api_gets_a_5xx_or_an_undocumented_answer(
-    role: str, database_url: str, fake_llm: FakeLLMServer, service_dir: Path
+    shard: int, database_url: str, fake_llm: FakeLLMServer, service_dir: Path
 ) -> None:
     # Most fuzzed requests are invalid: the tenant's client-error limit would soon refuse
     # them all (429) before they reach what they probe.
@@ -235,7 +245,7 @@ async def test_no_request_to_the_documented_api_gets_a_5xx_or_an_undocumented_an
         # The fuzzed tenant's tasks run on the offline demo model, whatever they name.
         await configure(service, tenant, "models", {"approved": ["demo"], "default_model": "demo"})
         ids = await _a_finished_task(service, tenant)
-        tokens = {role: service.token(tenant, sub=f"fuzz-{role}", roles=(role,))}
+        tokens = {role: service.token(tenant, sub=f"fuzz-{role}", roles=(role,)) for role in ROLES}
         started = time.monotonic()
         # In a process of its own: CPython 3.11.7 keeps the AST parser's recursion count per
         # interpreter, so Hypothesis parsing lambdas in one thread while the service formats a
@@ -249,6 +259,7 @@ async def test_no_request_to_the_documented_api_gets_a_5xx_or_an_undocumented_an
                 tokens,
                 {**ids, "tenant_id": tenant},
                 settings_tenant,
+                shard,
             )
         elapsed = time.monotonic() - started
 

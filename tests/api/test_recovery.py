@@ -65,7 +65,9 @@ async def test_a_killed_server_leaves_its_streamed_steps_and_its_restart_resumes
     )
     # A database of its own: no other service claims the run the restart gives back.
     database_url = own_database_url
-    settings = service_settings(tmp_path, database_url, fake_llm)
+    # Short leases: the restart takes the killed server's run back once its lease lapses, and
+    # judges that only once it has held its own for a whole lease.
+    settings = service_settings(tmp_path, database_url, fake_llm, runner_heartbeat_s=0.5)
     env = {
         "OMNIFORGE_DATABASE_URL": database_url,
         "OMNIFORGE_DATA_DIR": str(tmp_path),
@@ -73,6 +75,7 @@ async def test_a_killed_server_leaves_its_streamed_steps_and_its_restart_resumes
         "OMNIFORGE_MODELS_FILE": str(settings.models_file),
         "OMNIFORGE_DEFAULT_MODEL": MODEL,
         "OMNIFORGE_LLM_MAX_ATTEMPTS": "1",
+        "OMNIFORGE_RUNNER_HEARTBEAT_S": "0.5",
     }
     port = free_port()
     async with running_service(settings, fake_llm) as probe:
