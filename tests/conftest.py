@@ -1,7 +1,10 @@
 """Shared fixtures: the scripted fake LLM server, a database per test run on each backend
 (SQLite and Postgres, built by the migrations), and the service running on it."""
 
+import asyncio
 import os
+import shutil
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,7 +31,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # The chaos scenarios mostly wait (outages, drains): they go first, the longest first, so
 # that the other workers run the rest of the suite meanwhile instead of after them; so do the
-# other tests of a minute or more (the fuzz, one per role), which would otherwise end last.
+# other tests of a minute or more (the fuzz, one per shard), which would otherwise end last.
 _FIRST = (
     "test_store_outages.py",
     "test_cluster_streams.py",
@@ -67,32 +70,72 @@ async def _admin_connection() -> asyncpg.Connection:
         )
 
 
-@asynccontextmanager
-async def fresh_database(backend: str, directory: Path) -> AsyncIterator[str]:
-    """A new database on `backend`, built by `alembic upgrade head`; dropped after."""
-    name = f"omniforge_test_{uuid4().hex[:12]}"
+def _postgres_url(name: str) -> str:
+    address = make_url(POSTGRES_ADMIN_URL).set(drivername="postgresql+asyncpg", database=name)
+    return address.render_as_string(hide_password=False)
+
+
+async def _admin_execute(statement: str) -> None:
+    admin = await _admin_connection()
+    try:
+        await admin.execute(statement)
+    finally:
+        await admin.close()
+
+
+# Each worker builds one database per backend with `alembic upgrade head`, once; every fresh
+# database is a copy of it (`CREATE DATABASE … TEMPLATE` on Postgres, a copy of the file on
+# SQLite): the schema the migrations build, without running them again for each test.
+_templates: dict[str, Path | str] = {}
+
+
+async def _migrated_template(backend: str) -> Path | str:
+    template = _templates.get(backend)
+    if template is not None:
+        return template
+    name = f"omniforge_template_{uuid4().hex[:12]}"
     if backend == "sqlite":
-        url = f"sqlite+aiosqlite:///{directory / name}.db"
+        template = Path(tempfile.mkdtemp(prefix="omniforge-template-")) / f"{name}.db"
+        url = f"sqlite+aiosqlite:///{template}"
     else:
-        admin = await _admin_connection()
-        try:
-            await admin.execute(f'CREATE DATABASE "{name}"')
-        finally:
-            await admin.close()
-        address = make_url(POSTGRES_ADMIN_URL).set(drivername="postgresql+asyncpg", database=name)
-        url = address.render_as_string(hide_password=False)
+        await _admin_execute(f'CREATE DATABASE "{name}"')
+        template, url = name, _postgres_url(name)
     database = Database(url)
     try:
         await upgrade_to_head(database)
     finally:
-        await database.dispose()
+        await database.dispose()  # a template takes no connection while it is copied
+    _templates[backend] = template
+    return template
+
+
+def pytest_sessionfinish() -> None:
+    """Drops this worker's template databases."""
+    for backend, template in _templates.items():
+        if backend == "sqlite":
+            shutil.rmtree(Path(template).parent, ignore_errors=True)
+        else:
+            asyncio.run(_admin_execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)'))
+    _templates.clear()
+
+
+@asynccontextmanager
+async def fresh_database(backend: str, directory: Path) -> AsyncIterator[str]:
+    """A new database on `backend`, a copy of one built by `alembic upgrade head`; dropped
+    after."""
+    name = f"omniforge_test_{uuid4().hex[:12]}"
+    template = await _migrated_template(backend)
+    if backend == "sqlite":
+        path = directory / f"{name}.db"
+        # Closed after its migration, the template has no write-ahead log left to copy.
+        shutil.copyfile(template, path)
+        url = f"sqlite+aiosqlite:///{path}"
+    else:
+        await _admin_execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        url = _postgres_url(name)
     yield url
     if backend == "postgres":
-        admin = await _admin_connection()
-        try:
-            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        finally:
-            await admin.close()
+        await _admin_execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session", params=BACKENDS)

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -20,7 +21,7 @@ from tests.api.test_remote_agents import AUTHORIZATION, base, tenant_reaching_ag
 from tests.fakes.a2a_agent import ANSWER, FINAL_USAGE, STEPS, TOKEN, FakeA2AAgent
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
-from tests.sse import SSE
+from tests.sse import SSE, read_sse
 
 ADMIN = {"sub": "root", "roles": ("tenant_admin",)}
 QUESTION = "What is the answer to everything?"
@@ -54,6 +55,16 @@ def trail_of(events: list[SSE], call_id: str) -> list[SSE]:
     """The events of the task recording the remote task of call `call_id`, as the caller's
     stream carries them."""
     return [e for e in events if e.json.get("parent_step_id") == call_id and "depth" in e.json]
+
+
+async def until_thought(client: httpx.AsyncClient, task_id: str, thought: str) -> None:
+    """Follows the task's stream until a thinking step records `thought`."""
+    async with client.stream("GET", f"/api/v1/tasks/{task_id}/events") as response:
+        async for event in read_sse(response):
+            step = event.json.get("step") if event.event == "reasoning_step" else None
+            if step and step["type"] == "thinking" and step["thinking"]["thought"] == thought:
+                return
+    raise AssertionError(f"the stream ended without the thought {thought!r}")
 
 
 def thoughts(trail: list[SSE]) -> list[str]:
@@ -208,6 +219,8 @@ async def test_cancelling_our_task_cancels_the_remote_task(
     async with service.client(a2a_tenant) as client:
         accepted = await submit(client, input="Ask the researcher to wait.")
         await agent.waiting.wait()
+        # The agent says it works before it waits: the cancel comes once our run recorded it.
+        await until_thought(client, accepted["task_id"], "working: Waiting")
         cancelled = await client.post(f"/api/v1/tasks/{accepted['task_id']}/cancel")
         events = await stream(client, accepted["task_id"])
 
