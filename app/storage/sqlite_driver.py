@@ -42,6 +42,7 @@ class _Cursor(aiosqlite.Cursor):
 
     async def execute(self, sql: str, parameters: Iterable[Any] | None = None) -> "_Cursor":
         run: Callable[..., Awaitable[list[Any] | None]] = self._execute  # untyped upstream
+        self._rows = None  # a statement that fails leaves no rows of the one before
         self._rows = await run(
             _execute_and_read, self._cursor, sql, [] if parameters is None else parameters
         )
