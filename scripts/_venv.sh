@@ -42,7 +42,7 @@ ensure_venv() {
     fi
     lock="${extras:-runtime}"
     stamp="$VENV/.omniforge-$(lock_digest "$lock")-${extras:-base}"
-    [ -f "$stamp" ] && { export PATH="$VENV/bin:$PATH"; return 0; }
+    [ -f "$stamp" ] && { compile_project || return 1; export PATH="$VENV/bin:$PATH"; return 0; }
 
     echo "==> syncing $VENV with requirements/$lock.lock" >&2
     # Every file checked against the lock's hashes; --no-deps: the lock is complete, so nothing
@@ -61,5 +61,13 @@ ensure_venv() {
     "$VENV/bin/python" -m pip install --quiet --no-deps --editable "$ROOT" >&2 || return 1
     rm -f "$VENV"/.omniforge-*
     touch "$stamp"
+    compile_project || return 1
     export PATH="$VENV/bin:$PATH"
+}
+
+# Bytecode for the project's own code, as pip writes it for every package it installs: a start
+# then reads it instead of compiling the whole app first (every start would where
+# PYTHONDONTWRITEBYTECODE is set, ~0.6 s of CPU). Only what changed is compiled again (~0.1 s).
+compile_project() {
+    "$VENV/bin/python" -m compileall -q "$ROOT/app" >/dev/null
 }
