@@ -14,6 +14,7 @@ Column types come from the tables (`postgres_types`), so a column added to a tab
 the group write with its type.
 """
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime
@@ -21,8 +22,9 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import TextClause, text
+from sqlalchemy import Table, TextClause, text
 
+from app.storage.notify import QUEUE
 from app.storage.runs.rows import RUN_CHAIN_COLUMNS, RUN_TASK_COLUMNS, RunWrite, postgres_types
 from app.storage.tables import (
     audit_events,
@@ -240,3 +242,36 @@ def group_document(
         f'"steps":[{steps}],"events":[{events}],"costs":[{costs}],'
         f'"audits":[{all_audits}],"deliveries":[{deliveries}]}}'
     )
+
+
+@functools.cache
+def creation(
+    task_columns: tuple[str, ...], chain_columns: tuple[str, ...], *, queued: bool
+) -> TextClause:
+    """A new task and its chain in one statement, one round trip (not BEGIN, two inserts and
+    COMMIT): the document's `task` and `chain` objects, with exactly these columns (the rest
+    keep their defaults); a task stored `queued` announces itself (`QUEUE`) at COMMIT."""
+
+    def inserted(table: Table, key: str, names: tuple[str, ...]) -> str:
+        listed = ", ".join(f'"{name}"' for name in names)
+        record = _record_type(postgres_types(table, names))
+        return (
+            f"INSERT INTO {table.name} ({listed}) SELECT {listed} "
+            f"FROM payload, jsonb_to_record(payload.doc->'{key}') AS v({record}) RETURNING 1"
+        )
+
+    parts = [
+        "payload AS (SELECT CAST(:doc AS jsonb) AS doc)",
+        f"t AS ({inserted(tasks, 'task', task_columns)})",
+        f"c AS ({inserted(reasoning_chains, 'chain', chain_columns)})",
+    ]
+    last = "SELECT (SELECT count(*) FROM t) + (SELECT count(*) FROM c)"
+    if queued:
+        parts.append(f"n AS (SELECT pg_notify('{QUEUE}', ''))")
+        last += " + (SELECT count(*) FROM n)"
+    return text(f"WITH {', '.join(parts)} {last}")
+
+
+def creation_document(task: Mapping[str, Any], chain: Mapping[str, Any]) -> str:
+    """The document `creation` stores, storable (see `app.storage.text`)."""
+    return storable_json(f'{{"task":{_rows([task])},"chain":{_rows([chain])}}}')

@@ -18,6 +18,7 @@ from app.storage.idempotency import KeyClaim, claim_key
 from app.storage.notify import CANCEL, QUEUE
 from app.storage.records import TaskRecord
 from app.storage.runs.announce import RunStore
+from app.storage.runs.group_write import creation, creation_document
 from app.storage.runs.rows import RUNNING, UNFINISHED, Fence
 from app.storage.tables import CLAIMABLE, approvals, conversations, reasoning_chains, runners, tasks
 
@@ -107,7 +108,14 @@ class TaskQueue(RunStore):
         With `idempotency`, the key is claimed first, so a duplicate submission waits for
         this one and is refused (`KeyTaken`) before anything else is counted or stored. A
         sub-agent's task (`parent`: its parent's task and fence) is stored only while the
-        parent's run holds its task (`TaskLost` otherwise)."""
+        parent's run holds its task (`TaskLost` otherwise). On Postgres a task with none of
+        these is stored in one statement (`group_write.creation`)."""
+        plain = parent is None and idempotency is None and max_unfinished is None
+        if plain and task.get("conversation_id") is None and not self.database.is_sqlite:
+            statement = creation(tuple(task), tuple(chain), queued=task.get("runner_id") is None)
+            async with self.database.autocommit() as connection:
+                await connection.execute(statement, {"doc": creation_document(task, chain)})
+            return
         async with self.announcing() as (connection, notes):
             if parent is not None:
                 held = await connection.scalar(select(tasks.c.id).where(_held(*parent)))
