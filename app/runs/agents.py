@@ -139,18 +139,29 @@ def parse_ref(ref: str) -> tuple[str, int | None]:
     return name, int(version) if version else None
 
 
+def builtin_agent(ref: str | None) -> ResolvedAgent | None:
+    """The built-in default agent when `ref` names it (None does too; `UnknownAgent` for a
+    version of it that does not exist), None for any other agent: no read needed to know."""
+    if ref is None:
+        return BUILTIN_AGENT
+    name, version = parse_ref(ref)
+    if name != DEFAULT_AGENT:
+        return None
+    if version not in (None, 1):
+        raise UnknownAgent(ref)
+    return BUILTIN_AGENT
+
+
 async def resolve_agent(
     connection: AsyncConnection, tenant_id: str, ref: str | None
 ) -> ResolvedAgent:
     """The agent version `ref` names in the tenant (the built-in default for None):
     `UnknownAgent`, or `AgentArchived` for an archived agent."""
-    if ref is None:
-        return BUILTIN_AGENT
+    builtin = builtin_agent(ref)
+    if builtin is not None:
+        return builtin
+    assert ref is not None
     name, version = parse_ref(ref)
-    if name == DEFAULT_AGENT:
-        if version not in (None, 1):
-            raise UnknownAgent(ref)
-        return BUILTIN_AGENT
     record = await AgentRepository(connection, tenant_id).get(name, version)
     if record is None:
         raise UnknownAgent(ref)

@@ -15,7 +15,7 @@ from app.governance.callers import Caller
 from app.resources.conversations.store import ConversationRepository
 from app.resources.webhooks.urls import refusal
 from app.runs.admission import Turn
-from app.runs.agents import parse_ref, resolve_agent
+from app.runs.agents import ResolvedAgent, builtin_agent, parse_ref, resolve_agent
 from app.runs.channel import StreamItem
 from app.runs.earlier_turns import learn_earlier_turns, repeats_earlier_turns
 from app.runs.errors import Forbidden, InvalidSubmission, NotFound, TaskAlreadyFinished
@@ -70,6 +70,34 @@ class TaskService:
             if why is not None:
                 raise InvalidSubmission([FieldError("webhook_url", why)])
         turn: Turn | None = None
+        conversation_files: list[UUID] = []
+        # The default agent's plain tasks (the most frequent) need no connection here.
+        agent = builtin_agent(submission.agent) if submission.conversation_id is None else None
+        if agent is None:
+            agent, turn, conversation_files = await self._resolve(caller, submission)
+        attachments = await self.inputs.files(
+            caller.tenant_id,
+            submission.file_ids or [],
+            given=conversation_files,
+            reader=caller.subject,
+        )
+        return await self.runs.submit(
+            caller.principal,
+            submission,
+            await self.inputs.caller_policy(caller),
+            agent,
+            turn,
+            attachments,
+            idempotency=idempotency,
+            schedule_id=schedule_id,
+        )
+
+    async def _resolve(
+        self, caller: Caller, submission: TaskSubmission
+    ) -> tuple[ResolvedAgent, Turn | None, list[UUID]]:
+        """The task's agent, and for a conversation's turn the turn and its conversation's
+        files, read in one connection."""
+        turn: Turn | None = None
         ref = submission.agent
         conversation_files: list[UUID] = []
         async with self.database.read() as connection:
@@ -96,22 +124,7 @@ class TaskService:
                 turn = Turn(conversation.id, history.turns, history.messages)
                 conversation_files = conversation.file_ids
             agent = await resolve_agent(connection, caller.tenant_id, ref)
-        attachments = await self.inputs.files(
-            caller.tenant_id,
-            submission.file_ids or [],
-            given=conversation_files,
-            reader=caller.subject,
-        )
-        return await self.runs.submit(
-            caller.principal,
-            submission,
-            await self.inputs.caller_policy(caller),
-            agent,
-            turn,
-            attachments,
-            idempotency=idempotency,
-            schedule_id=schedule_id,
-        )
+        return agent, turn, conversation_files
 
     async def submit_once(
         self, caller: Caller, submission: TaskSubmission, key: str
