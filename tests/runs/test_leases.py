@@ -190,6 +190,45 @@ async def test_a_write_of_an_older_claim_is_refused_whole_and_a_retried_one_is_n
     assert (events, costs, last_seq) == (2, 2, 2)
 
 
+async def test_in_one_group_the_write_of_a_lost_claim_is_refused_and_the_others_stored_whole(
+    database: Database, stores: RunStores, tenant: str
+) -> None:
+    me = await _runner(stores)
+    held, lost = [
+        await stored_task(stores.queue, tenant, status=TaskState.SUBMITTED) for _ in range(2)
+    ]
+    claims = {t.id: t for t in await stores.queue.claim(me.id, 1000)}
+    fences = {task_id: Fence(me.id, claims[task_id].owner_epoch) for task_id, _ in (held, lost)}
+    # The lost task's claim moved on (given back and taken again): its fence is stale.
+    assert await stores.queue.release(me.id, {lost[0]: fences[lost[0]].epoch}) == 1
+    assert any(t.id == lost[0] for t in await stores.queue.claim(me.id, 1000))
+
+    def write(task_id: UUID, chain_id: UUID) -> RunWrite:
+        row = {
+            "task_id": task_id,
+            "seq": 1,
+            "tenant_id": tenant,
+            "type": "task_status",
+            "data": RawJSON('{"state":"working"}'),
+        }
+        return RunWrite(task_id, chain_id, fences[task_id], 0, 1, events=[row])  # type: ignore[list-item]
+
+    assert await stores.writes.append([write(*lost), write(*held)]) == {lost[0]}
+    async with database.read() as connection:
+        stored = dict(
+            (
+                await connection.execute(
+                    select(tasks.c.id, tasks.c.last_seq).where(tasks.c.id.in_([held[0], lost[0]]))
+                )
+            ).all()
+        )
+        events = await connection.scalar(
+            select(func.count()).select_from(task_events).where(task_events.c.task_id == lost[0])
+        )
+    assert stored == {held[0]: 1, lost[0]: 0}
+    assert events == 0
+
+
 async def test_a_failed_task_is_held_back_longer_each_time_and_a_released_runner_claims_nothing(
     database: Database, stores: RunStores, tenant: str
 ) -> None:

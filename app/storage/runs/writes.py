@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.chain import ChainStatus, ErrorCode, TaskState
 from app.chain.models import utc_now
+from app.errors import OmniForgeError
 from app.storage.notify import EVENTS, WEBHOOKS
 from app.storage.records import TaskRecord
 from app.storage.runs.announce import RunStore
@@ -42,6 +43,10 @@ from app.storage.tables import (
 )
 from app.storage.types import RawJSON
 from app.storage.webhook_outbox import stage_task_end
+
+
+class _Refused(OmniForgeError):
+    """A task's update of a batch changed no row: the batch is written again task by task."""
 
 
 class RunWrites(RunStore):
@@ -114,19 +119,45 @@ class RunWrites(RunStore):
         writes: Sequence[RunWrite],
         audits: Sequence[Mapping[str, Any]],
     ) -> set[UUID]:
-        """The embedded database: the same, statement by statement in one transaction (it
-        has one writer, so the sums of the roll-up are made here, in decimals)."""
+        """The embedded database: the same, a statement per table in one transaction (it
+        has one writer, so the sums of the roll-up are made here, in decimals). The tasks'
+        updates go as one batch; should one be refused (its run no longer holds its task),
+        the transaction is rolled back and the group written task by task, to learn which."""
+        try:
+            return await self._append_here_once(entries, chains, writes, audits, batched=True)
+        except _Refused:
+            return await self._append_here_once(entries, chains, writes, audits, batched=False)
+
+    async def _append_here_once(
+        self,
+        entries: dict[UUID, dict[str, Any]],
+        chains: dict[UUID, dict[str, Any]],
+        writes: Sequence[RunWrite],
+        audits: Sequence[Mapping[str, Any]],
+        *,
+        batched: bool,
+    ) -> set[UUID]:
         async with self.announcing() as (connection, notes):
             stored: set[UUID] = set()
-            for task_id in sorted(entries):
-                entry = entries[task_id]
-                result = await connection.execute(_TASK_WRITE, _task_write(entry))
-                if result.rowcount == 1:
-                    stored.add(task_id)
-            for chain_id in sorted(chains):
-                chain = chains[chain_id]
-                if chain["task_id"] in stored:
-                    await connection.execute(_CHAIN_WRITE, _changes(chain, RUN_CHAIN_COLUMNS))
+            ordered = sorted(entries)
+            if batched and ordered:
+                fenced = [_task_write(entries[task_id]) for task_id in ordered]
+                result = await connection.execute(_TASK_WRITE, _one_or_many(fenced))
+                if result.rowcount != len(fenced):
+                    raise _Refused
+                stored.update(ordered)
+            else:
+                for task_id in ordered:
+                    result = await connection.execute(_TASK_WRITE, _task_write(entries[task_id]))
+                    if result.rowcount == 1:
+                        stored.add(task_id)
+            changes = [
+                _changes(chains[chain_id], RUN_CHAIN_COLUMNS)
+                for chain_id in sorted(chains)
+                if chains[chain_id]["task_id"] in stored
+            ]
+            if changes:
+                await connection.execute(_CHAIN_WRITE, _one_or_many(changes))
             kept = [write for write in writes if write.task_id in stored]
             costs = [row for write in kept for row in write.costs]
             for table, rows in (
@@ -283,6 +314,12 @@ class RunWrites(RunStore):
 def _changes(entry: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
     """The parameters of `_coalesced` for an entry's changes (with its `row_id`)."""
     return {"row_id": entry["row_id"], **{f"new_{name}": entry.get(name) for name in columns}}
+
+
+def _one_or_many(rows: list[dict[str, Any]]) -> dict[str, Any] | list[dict[str, Any]]:
+    """One statement's parameters as a plain execution, several as a batch (`executemany`,
+    whose path costs more than one execution)."""
+    return rows[0] if len(rows) == 1 else rows
 
 
 def _task_write(entry: Mapping[str, Any]) -> dict[str, Any]:
