@@ -38,7 +38,11 @@ class Database:
             # Up to twice `pool_size` open, each opened when first needed and then kept: an
             # overflow connection would be closed on check-in and reopened by the next burst
             # (a new backend on the server each time).
-            options.update(pool_size=2 * pool_size, max_overflow=0, pool_recycle=1800)
+            # Last in, first out: a quiet spell reuses the connection (and server backend)
+            # that served last, warm, instead of going round every one a burst opened.
+            options.update(
+                pool_size=2 * pool_size, max_overflow=0, pool_recycle=1800, pool_use_lifo=True
+            )
         self.engine: AsyncEngine = create_async_engine(self.url, **options)
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)

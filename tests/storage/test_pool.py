@@ -1,5 +1,6 @@
 """The Postgres pool keeps what a burst opened: once warm, bursts of transactions up to its size
-reuse its connections instead of opening (and a backend starting) for each burst."""
+reuse its connections instead of opening (and a backend starting) for each burst, and a
+quiet spell keeps to the connection that served last."""
 
 import asyncio
 from collections.abc import AsyncIterator
@@ -50,5 +51,22 @@ async def test_bursts_reuse_the_connections_the_first_burst_opened(postgres_url:
         for _ in range(3):
             await _burst(database, BURST)
         assert len(opened) == BURST, f"{len(opened)} connections opened for 3 bursts of {BURST}"
+    finally:
+        await database.dispose()
+
+
+async def test_after_a_burst_one_caller_at_a_time_is_served_by_the_last_connection_returned(
+    postgres_url: str,
+) -> None:
+    """A single client after a burst keeps to one warm connection (and its server backend)
+    instead of going round every connection the burst opened."""
+    database = Database(postgres_url, pool_size=POOL_SIZE)
+    try:
+        await _burst(database, BURST)
+        backends = set()
+        for _ in range(3 * BURST):
+            async with database.read() as connection:
+                backends.add(await connection.scalar(text("SELECT pg_backend_pid()")))
+        assert len(backends) == 1, f"{len(backends)} backends served one caller in turn"
     finally:
         await database.dispose()
