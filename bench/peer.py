@@ -15,7 +15,10 @@ Each round starts every system afresh, in an order that rotates from round to ro
 CPU 0 (`taskset`; this client and the model server stay off it), warms it with one task per
 client, then runs `tasks` tasks from `clients` clients, each submitting and following its task to
 the end (OmniForge: POST, then its SSE stream to `done`; LangGraph: a stateless `POST
-/runs/stream` read to its end). Server CPU is the process tree's (/proc); on Postgres the
+/runs/stream` read to its end). Before the load one client runs `SINGLE_CLIENT_TASKS` tasks in
+turn, submit -> answer alone, the same way; on OmniForge as many again each in one request (a
+POST with `Accept: text/event-stream` is answered by the task's stream, as LangGraph's
+`/runs/stream` is). Server CPU is the process tree's (/proc); on Postgres the
 database's backends are reported beside it (live ones, and those that exited meanwhile through
 the postmaster's children's time). Ratios are to LangGraph in the same round.
 """
@@ -128,6 +131,8 @@ class Outcome:
     rss_after_mb: float
     postgres_cpu_s: float | None = None
     single_client_s: list[float] = field(default_factory=list)
+    # The same, each task one request whose answer is its stream (where the server has one).
+    single_request_s: list[float] = field(default_factory=list)
 
     @property
     def cpu_ms_per_task(self) -> float:
@@ -147,6 +152,9 @@ class Outcome:
     def single_client_ms(self, q: float) -> float:
         return percentile(self.single_client_s, q) * 1000
 
+    def single_request_ms(self, q: float) -> float:
+        return percentile(self.single_request_s, q) * 1000
+
 
 @dataclass(frozen=True)
 class Server:
@@ -157,6 +165,8 @@ class Server:
     base_url: str
     run_task: Callable[[aiohttp.ClientSession], Awaitable[str]]
     database: str | None = None  # Postgres database name, for its backends' CPU
+    # A task in one request, submitted with `Accept: text/event-stream` (OmniForge only).
+    run_in_one: Callable[[aiohttp.ClientSession], Awaitable[str]] | None = None
 
 
 System = Callable[[Path, str], contextlib.AbstractAsyncContextManager[Server]]
@@ -200,7 +210,19 @@ def _omniforge(database: str, tools: list[str] | None) -> System:
                                 return str(json.loads(event.data)["final_state"])
                     return "the stream ended without done"
 
-                yield Server(proc.pid, proc.ready, run_task, name)
+                async def run_in_one(session: aiohttp.ClientSession) -> str:
+                    streamed = {**headers, "Accept": "text/event-stream"}
+                    async with session.post(
+                        proc.ready + "/api/v1/tasks", json=body, headers=streamed
+                    ) as stream:
+                        if stream.status != 200:
+                            return f"HTTP {stream.status}: {(await stream.text())[:200]}"
+                        async for event in sse_events(stream):
+                            if event.type == "done":
+                                return str(json.loads(event.data)["final_state"])
+                    return "the stream ended without done"
+
+                yield Server(proc.pid, proc.ready, run_task, name, run_in_one)
 
     return system
 
@@ -358,6 +380,14 @@ async def _measure(name: str, system: System, llm: Proc, tasks: int, clients: in
                     alone.append(time.perf_counter() - started)
                     if outcome != "completed":
                         raise RuntimeError(f"{name}: a single-client task failed: {outcome}")
+                in_one: list[float] = []
+                for _ in range(SINGLE_CLIENT_TASKS if server.run_in_one is not None else 0):
+                    assert server.run_in_one is not None
+                    started = time.perf_counter()
+                    outcome = await server.run_in_one(session)
+                    in_one.append(time.perf_counter() - started)
+                    if outcome != "completed":
+                        raise RuntimeError(f"{name}: a single-request task failed: {outcome}")
                 remaining = tasks
                 latencies: list[float] = []
 
@@ -399,6 +429,7 @@ async def _measure(name: str, system: System, llm: Proc, tasks: int, clients: in
         rss_after,
         database_cpu,
         alone,
+        in_one,
     )
 
 
@@ -500,11 +531,20 @@ def report(rounds: list[Round], clients: int) -> None:
                 f"tasks/s {o.tasks_per_s / peer.tasks_per_s:.2f}×, "
                 f"p99 {o.latency_ms(99) / peer.latency_ms(99):.2f}×"
             )
-        print(f"  one client alone, {SINGLE_CLIENT_TASKS} tasks in turn, submit -> answer:")
+        print(
+            f"  one client alone, {SINGLE_CLIENT_TASKS} tasks in turn, submit -> answer "
+            "(OmniForge: POST then GET of its stream, as under load):"
+        )
         for o in outcomes:
+            in_one = (
+                f";  one request (Accept: text/event-stream) p50 {o.single_request_ms(50):5.1f} ms"
+                f"  p99 {o.single_request_ms(99):5.1f} ms"
+                if o.single_request_s
+                else ""
+            )
             print(
                 f"    {o.system:<34} p50 {o.single_client_ms(50):5.1f} ms"
-                f"  p99 {o.single_client_ms(99):5.1f} ms"
+                f"  p99 {o.single_client_ms(99):5.1f} ms{in_one}"
             )
         for o in outcomes:
             for failure in o.failures[:3]:
