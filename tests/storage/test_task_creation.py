@@ -12,7 +12,6 @@ from uuid import uuid4
 import asyncpg
 import pytest
 from sqlalchemy import event, select
-from sqlalchemy.engine import make_url
 
 from app.chain import ChainStatus, TaskState
 from app.chain.models import ChainMetrics
@@ -135,7 +134,7 @@ async def test_on_postgres_a_plain_task_costs_one_statement_and_a_limited_one_it
 async def test_on_postgres_a_queued_task_is_announced_and_a_claimed_one_is_not(
     postgres: Database,
 ) -> None:
-    url = make_url(str(postgres.url)).set(drivername="postgresql")
+    url = postgres.url.set(drivername="postgresql")
     listener = await asyncpg.connect(url.render_as_string(hide_password=False))
     heard: asyncio.Queue[str] = asyncio.Queue()
     await listener.add_listener(QUEUE, lambda *args: heard.put_nowait(args[3]))
