@@ -155,6 +155,14 @@ async def own_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> As
         yield url
 
 
+@pytest.fixture
+async def database(own_database_url: str) -> AsyncIterator[Database]:
+    """An engine on a database of this test's own (each backend); a module may define its own."""
+    database = Database(own_database_url)
+    yield database
+    await database.dispose()
+
+
 @pytest.fixture(scope="session")
 async def shared_fake_llm() -> AsyncIterator[FakeLLMServer]:
     async with FakeLLMServer() as server:

@@ -1,7 +1,6 @@
 """Tasks' todo lists are rows scoped by tenant and task: another task's or tenant's todo is not
 found, and a list outlives the process (a new `TodoLists` over the same database sees it)."""
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from uuid import UUID, uuid4
 
@@ -15,14 +14,6 @@ from app.tools.errors import ToolError
 from tests.factories import stored_task
 
 MOMENT = datetime(2026, 11, 23, 9, 30, tzinfo=UTC)
-
-
-@pytest.fixture
-async def database(own_database_url: str) -> AsyncIterator[Database]:
-    """A database of this test's own: no running service resumes the tasks stored here."""
-    database = Database(own_database_url)
-    yield database
-    await database.dispose()
 
 
 async def _task(database: Database, tenant: str) -> UUID:

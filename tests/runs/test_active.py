@@ -3,11 +3,9 @@ its `tool_call` step is stored (a run resumed after a crash then knows it was ma
 call that may be made again does not wait for the writer."""
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID, uuid4
 
-import pytest
 from sqlalchemy import select
 
 from app.agents import AgentTask, CoTAgent, ReasoningEngine
@@ -26,14 +24,6 @@ from app.tools.executor import ToolExecutor
 from app.tools.models import ToolCallContext, ToolDefinition, ToolOutput
 from app.tools.registry import ToolRegistry
 from tests.factories import stored_task
-
-
-@pytest.fixture
-async def database(own_database_url: str) -> AsyncIterator[Database]:
-    """A database of this test's own: no running service claims the tasks stored here."""
-    database = Database(own_database_url)
-    yield database
-    await database.dispose()
 
 
 class Probe(BaseTool):

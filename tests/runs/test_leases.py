@@ -7,7 +7,6 @@ nothing."""
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, uuid4
 
@@ -27,14 +26,6 @@ from app.storage.tables import cost_records, runners, task_events, tasks
 from app.storage.tasks import TaskRepository
 from app.storage.types import RawJSON
 from tests.factories import stored_task
-
-
-@pytest.fixture
-async def database(own_database_url: str) -> AsyncIterator[Database]:
-    """A database of this test's own: no running service claims from its queue."""
-    database = Database(own_database_url)
-    yield database
-    await database.dispose()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ isolated at once and ends only its own run (with its closing events and its cost
 what a retry can cure is told apart from what it cannot."""
 
 import asyncio
-from collections.abc import AsyncIterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -37,14 +36,6 @@ from tests.factories import stored_task
 
 # A step number no database column takes (past 64 bits): the database refuses the row.
 UNSTORABLE_NUMBER = 2**70
-
-
-@pytest.fixture
-async def database(own_database_url: str) -> AsyncIterator[Database]:
-    """A database of this test's own: no running service claims the tasks stored here."""
-    database = Database(own_database_url)
-    yield database
-    await database.dispose()
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """The audit log stays append-only down to the database, but for the purge's own deletions of
 events past their tenant's audit retention and an erasure's of the events about its tasks."""
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import uuid4
@@ -16,14 +15,6 @@ from app.storage.tables import audit_deletions, audit_events
 
 NOW = datetime.now(UTC)
 CUTOFF = NOW - timedelta(days=400)
-
-
-@pytest.fixture
-async def database(own_database_url: str) -> AsyncIterator[Database]:
-    """A database of its own: no service's purge runs on it while a test looks."""
-    database = Database(own_database_url)
-    yield database
-    await database.dispose()
 
 
 async def _event(database: Database, tenant: str, at: datetime, task_id: str = "") -> int:

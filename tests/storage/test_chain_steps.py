@@ -2,7 +2,6 @@
 steps only those that can teach the reader's view a secret, picked out by the database."""
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -27,14 +26,6 @@ from tests.factories import stored_task
 
 SECRET = "hunter2-S3CRET-77ab"
 MAX_INT4 = 2**31 - 1
-
-
-@pytest.fixture
-async def database(own_database_url: str) -> AsyncIterator[Database]:
-    """A database of this test's own: no running service claims the tasks stored here."""
-    database = Database(own_database_url)
-    yield database
-    await database.dispose()
 
 
 @pytest.fixture

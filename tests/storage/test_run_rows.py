@@ -5,7 +5,6 @@ steps, the cost records of a task), on both databases."""
 
 import json
 import typing
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from uuid import UUID, uuid4
@@ -21,13 +20,6 @@ from app.storage.runs.rows import AuditRow, CostRow, EventRow, StepRow, postgres
 from app.storage.tables import audit_events, cost_records, reasoning_steps, task_events
 from app.storage.types import RawJSON
 from tests.factories import stored_task
-
-
-@pytest.fixture
-async def database(own_database_url: str) -> AsyncIterator[Database]:
-    database = Database(own_database_url)
-    yield database
-    await database.dispose()
 
 
 @pytest.mark.parametrize(

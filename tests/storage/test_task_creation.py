@@ -25,13 +25,6 @@ from tests.conftest import fresh_database
 
 
 @pytest.fixture
-async def database(own_database_url: str) -> AsyncIterator[Database]:
-    database = Database(own_database_url)
-    yield database
-    await database.dispose()
-
-
-@pytest.fixture
 async def postgres(tmp_path: Path) -> AsyncIterator[Database]:
     async with fresh_database("postgres", tmp_path) as url:
         database = Database(url)

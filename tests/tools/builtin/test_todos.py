@@ -2,11 +2,8 @@
 both backends): added, listed by status, completed, deleted; another task's id is not_found;
 without a service behind the run they fail clearly."""
 
-from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID, uuid4
-
-import pytest
 
 from app.chain import ErrorCode, ReasoningChain
 from app.resources.todos import TodoLists
@@ -21,14 +18,6 @@ from tests.api.helpers import configure, stream, submit
 from tests.factories import context_for, stored_task
 from tests.fakes.openai_server import Reply, ToolCall
 from tests.service import MODEL, Service
-
-
-@pytest.fixture
-async def database(own_database_url: str) -> AsyncIterator[Database]:
-    """A database of this test's own: no running service resumes the tasks stored here."""
-    database = Database(own_database_url)
-    yield database
-    await database.dispose()
 
 
 class _Run:
