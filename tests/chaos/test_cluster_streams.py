@@ -24,10 +24,13 @@ PROBES = 200  # short tasks whose submissions are timed
 PROBE_MARKERS = 10_000  # their markers start here; their model answers at once
 
 
-def delay(marker: int, _iteration: int) -> float:
-    """Probes' calls answer at once; the watched tasks' in 1 to 5 s, spread by marker, so that
-    their events come steadily rather than in one burst."""
-    return 0.0 if marker >= PROBE_MARKERS else 1.0 + (marker % 50) * 0.08
+def delay(marker: int, iteration: int) -> float:
+    """Probes' calls answer at once, and so do the tasks' first calls (once the model is let
+    go: all at once); their second calls in 1 to 5 s, spread by marker, so that their events
+    come steadily after that burst."""
+    if marker >= PROBE_MARKERS or iteration == 0:
+        return 0.0
+    return 1.0 + (marker % 50) * 0.08
 
 
 def p99(values: list[float]) -> float:
@@ -56,25 +59,36 @@ async def timed_submissions(group: Fleet, first: int) -> list[float]:
 
 
 async def submitted_to_a(group: Fleet, markers: range) -> list[Submitted]:
-    """Tasks submitted to `a`, which has room for them all: `a` runs them."""
-    return [await submit_task(group, marker, first=0) for marker in markers]
+    """Tasks submitted to `a`, which has room for them all: `a` runs them. The model holds
+    its replies until the caller releases it, once each task has made its first call."""
+    group.llm.hold()
+    submitted = [await submit_task(group, marker, first=0) for marker in markers]
+    await group.changes.wait_for(
+        lambda: all(group.llm.calls_for(task.marker) for task in submitted),
+        timeout_s=60,
+        what="every task's first call",
+    )
+    return submitted
 
 
 @dataclass
 class Stream:
     """One stream read to its end by a light client (aiohttp: a thousand at once must not
-    make the reader itself the bottleneck): the lag of each live event (made after the stream
-    opened), from its making (a step's timestamp, else the event's) to its arrival."""
+    make the reader itself the bottleneck): each event's making (a step's timestamp, else the
+    event's) and arrival."""
 
     task_id: str
     instance: str
-    lags_s: list[float] = field(default_factory=list)
+    events: list[tuple[datetime, datetime]] = field(default_factory=list)
     opened: bool = False
     done: bool = False
 
+    def lags_s(self, since: datetime) -> list[float]:
+        """The lag of each event made after `since`."""
+        return [(arrived - made).total_seconds() for made, arrived in self.events if made > since]
+
     async def read(self, session: aiohttp.ClientSession, base_url: str, changes: Any) -> None:
         url = f"{base_url}/api/v1/tasks/{self.task_id}/events"
-        opened_at = datetime.now(UTC)
         async with session.get(url) as response:
             assert response.status == 200, await response.text()
             kind = ""
@@ -87,9 +101,8 @@ class Stream:
                     body = json.loads(line[6:])
                     step = body.get("step")
                     stamp = step["timestamp"] if isinstance(step, dict) else body.get("timestamp")
-                    made = None if stamp is None else datetime.fromisoformat(stamp)
-                    if made is not None and made > opened_at:
-                        self.lags_s.append((arrived - made).total_seconds())
+                    if stamp is not None:
+                        self.events.append((datetime.fromisoformat(stamp), arrived))
                     if not self.opened:
                         self.opened = True
                         changes.notify()
@@ -104,6 +117,7 @@ async def test_streams_on_the_other_instance_keep_up_with_the_owners(tmp_path: P
         base = {instance.name: instance.base_url for instance in group.live()}
         # The baseline: the same load, no stream open.
         unwatched = await submitted_to_a(group, range(TASKS))
+        group.llm.release()
         baseline = await timed_submissions(group, PROBE_MARKERS)
         await group.changes.wait_for(
             lambda: all(group.llm.answered(task.marker) == CALLS_PER_TASK for task in unwatched),
@@ -120,19 +134,33 @@ async def test_streams_on_the_other_instance_keep_up_with_the_owners(tmp_path: P
                 asyncio.ensure_future(stream.read(session, base[stream.instance], group.changes))
                 for stream in streams
             ]
-            # Timed once every stream is open and has what its task stored so far.
+            # Measured once every stream is open and has what its task stored so far: a
+            # thousand streams opening at once keep both instances busy for a while (seconds
+            # on a shared machine), which is not what a follower waits for once it follows.
             await group.changes.wait_for(
                 lambda: all(stream.opened for stream in streams),
                 timeout_s=60,
                 what="every stream open",
             )
+            following = datetime.now(UTC)
+            group.llm.release()
             loaded = await timed_submissions(group, PROBE_MARKERS + PROBES)
             async with asyncio.timeout(120):
                 await asyncio.gather(*reading)
         assert all(stream.done for stream in streams)
         lags = {
-            name: [lag for stream in streams if stream.instance == name for lag in stream.lags_s]
+            name: [
+                lag
+                for stream in streams
+                if stream.instance == name
+                for lag in stream.lags_s(following)
+            ]
             for name in ("a", "b")
+        }
+        # Every task was waiting for its first reply then: each of its followers gets at
+        # least its final step and `done` after that.
+        assert min(len(lags["a"]), len(lags["b"])) >= 2 * 2 * TASKS, {
+            name: len(values) for name, values in lags.items()
         }
         owner, other = p99(lags["a"]), p99(lags["b"])
         print(
@@ -142,7 +170,13 @@ async def test_streams_on_the_other_instance_keep_up_with_the_owners(tmp_path: P
             f"{p99(baseline) * 1000:.1f} ms without streams, {p50(loaded) * 1000:.1f}/"
             f"{p99(loaded) * 1000:.1f} ms with"
         )
-        assert other <= 2 * owner, f"the other instance's p99 lag {other:.3f} s, owner {owner:.3f}"
+        # The other instance learns of an event once the owner stored it, and reads it then:
+        # a commit, a notice and a read later than the owner's followers (0.1-0.3 s at p99
+        # here, beside two busy processes); were it read once per follower, hundreds of reads
+        # per notice, it would be seconds.
+        assert other <= owner + 0.5, (
+            f"the other instance's p99 lag {other:.3f} s, owner {owner:.3f}"
+        )
         # Submissions compete for the CPU with the streams' events (and, in the suite, with
         # other tests): their median stays within twice the baseline's, and their tail under
         # a second. A p99 of 200 submissions is their second slowest, which one busy moment
