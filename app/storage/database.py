@@ -1,17 +1,19 @@
 """The async engine: one per process, created at start-up, disposed at shutdown."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import event
+from sqlalchemy import Connection, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from app.storage import sqlite_driver
 from app.storage.types import dump_json
+
+_T = TypeVar("_T")
 
 
 class Database:
@@ -31,7 +33,9 @@ class Database:
                 Path(database).parent.mkdir(parents=True, exist_ok=True)
             options.update(pool_size=1, max_overflow=0, pool_timeout=60)
             # aiosqlite with fewer hand-offs to its thread (see `sqlite_driver`).
-            options["async_creator"] = sqlite_driver.connector(self.url)
+            options["async_creator"] = sqlite_driver.connector(
+                self.url, {"json_serializer": dump_json}
+            )
         else:
             # No pre-ping (a round trip per checkout): a connection found dead fails its one
             # statement, SQLAlchemy then drops the whole pool, and run writes are retried.
@@ -62,6 +66,18 @@ class Database:
         trips): for single statements that are atomic by themselves."""
         async with self.engine.connect() as connection:
             yield await connection.execution_options(isolation_level="AUTOCOMMIT")
+
+    async def transact_here(self, work: Callable[[Connection], _T]) -> _T:
+        """The embedded database: `work` — statements on a synchronous connection — in one
+        transaction, in one hand-off to the database's thread instead of one per statement;
+        committed when it returns, rolled back when it raises. It runs off the event loop:
+        it must not touch anything of the loop's."""
+        assert self.is_sqlite, "one hand-off is the embedded database's"
+        async with self.engine.connect() as connection:
+            raw = await connection.get_raw_connection()
+            driver = raw.driver_connection
+            assert isinstance(driver, sqlite_driver.EmbeddedConnection)
+            return await driver.transact(work)
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

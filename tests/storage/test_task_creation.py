@@ -22,6 +22,7 @@ from app.storage.tables import reasoning_chains
 from app.storage.tasks import TaskRepository
 from app.storage.types import RawJSON
 from tests.conftest import fresh_database
+from tests.storage.hand_offs import HandOffs
 
 
 @pytest.fixture
@@ -149,3 +150,38 @@ async def test_on_postgres_a_queued_task_is_announced_and_a_claimed_one_is_not(
         assert stored.runner_id is None
     finally:
         await listener.close()
+
+
+async def test_on_sqlite_a_plain_task_costs_one_hand_off_and_a_queued_one_is_announced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with fresh_database("sqlite", tmp_path) as url:
+        database = Database(url)
+        try:
+            stores = RunStores.of(database)
+            announced: list[str] = []
+            stores.queue.notices.listen(QUEUE, announced.append)
+            tenant = f"t-{uuid4().hex[:12]}"
+            # Warm: the first opens the connection (a hand-off for each pragma).
+            await stores.queue.create(*_rows(tenant, runner_id="runner-1"))
+            hand_offs = HandOffs(monkeypatch)
+            claimed, _ = rows = _rows(tenant, runner_id="runner-1")
+            await stores.queue.create(*rows)
+            assert hand_offs.count == 1
+            assert announced == []
+            queued, _ = rows = _rows(tenant, runner_id=None)
+            await stores.queue.create(*rows)
+            assert hand_offs.count == 2
+            assert announced == [""]
+            hand_offs.count = 0
+            await stores.queue.create(*_rows(tenant, runner_id="runner-1"), max_unfinished=5)
+            # The count and the inserts: one transaction of several statements.
+            assert hand_offs.count > 1
+            stored = await stores.queue.task(claimed["id"])
+            assert stored is not None
+            assert stored.runner_id == "runner-1"
+            stored = await stores.queue.task(queued["id"])
+            assert stored is not None
+            assert stored.runner_id is None
+        finally:
+            await database.dispose()

@@ -4,10 +4,11 @@ ownership epoch, the fence of every write of its run — and given back for anot
 
 from collections.abc import Mapping
 from datetime import timedelta
+from functools import partial
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import and_, exists, func, insert, or_, select, text, update
+from sqlalchemy import Connection, and_, exists, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from app.chain import TaskState
@@ -69,6 +70,12 @@ def with_usage() -> Any:
     )
 
 
+def _insert_new(task: Mapping[str, Any], chain: Mapping[str, Any], connection: Connection) -> None:
+    """A new task and its chain, on the embedded database's thread (`Database.transact_here`)."""
+    connection.execute(insert(tasks), [task])
+    connection.execute(insert(reasoning_chains), [chain])
+
+
 def _held(task_id: UUID, fence: Fence) -> Any:
     t = tasks.c
     return and_(t.id == task_id, t.runner_id == fence.runner_id, t.owner_epoch == fence.epoch)
@@ -108,11 +115,18 @@ class TaskQueue(RunStore):
         With `idempotency`, the key is claimed first, so a duplicate submission waits for
         this one and is refused (`KeyTaken`) before anything else is counted or stored. A
         sub-agent's task (`parent`: its parent's task and fence) is stored only while the
-        parent's run holds its task (`TaskLost` otherwise). On Postgres a task with none of
-        these is stored in one statement (`group_write.creation`)."""
+        parent's run holds its task (`TaskLost` otherwise). A task with none of these is
+        stored in one statement on Postgres (`group_write.creation`), in one hand-off to the
+        embedded database's thread on SQLite."""
         plain = parent is None and idempotency is None and max_unfinished is None
-        if plain and task.get("conversation_id") is None and not self.database.is_sqlite:
-            statement = creation(tuple(task), tuple(chain), queued=task.get("runner_id") is None)
+        if plain and task.get("conversation_id") is None:
+            queued = task.get("runner_id") is None  # else claimed as it is stored
+            if self.database.is_sqlite:
+                await self.database.transact_here(partial(_insert_new, task, chain))
+                if queued:
+                    self.notices.deliver(QUEUE, "")
+                return
+            statement = creation(tuple(task), tuple(chain), queued=queued)
             async with self.database.autocommit() as connection:
                 await connection.execute(statement, {"doc": creation_document(task, chain)})
             return

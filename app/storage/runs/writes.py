@@ -2,13 +2,14 @@
 task that ends without its run — every write conditional on the run's hold on its task."""
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from functools import partial
 from typing import Any
 from uuid import UUID
 
-from sqlalchemy import Table, bindparam, func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import Connection, Table, bindparam, func, insert, select, update
 
 from app.chain import ChainStatus, ErrorCode, TaskState
 from app.chain.models import utc_now
@@ -119,63 +120,20 @@ class RunWrites(RunStore):
         writes: Sequence[RunWrite],
         audits: Sequence[Mapping[str, Any]],
     ) -> set[UUID]:
-        """The embedded database: the same, a statement per table in one transaction (it
-        has one writer, so the sums of the roll-up are made here, in decimals). The tasks'
-        updates go as one batch; should one be refused (its run no longer holds its task),
-        the transaction is rolled back and the group written task by task, to learn which."""
+        """The embedded database: the same, a statement per table in one transaction, in one
+        hand-off to the database's thread (it has one writer, so the sums of the roll-up are
+        made here, in decimals). The tasks' updates go as one batch; should one be refused
+        (its run no longer holds its task), the transaction is rolled back and the group
+        written task by task, to learn which."""
+        group = _HereGroup(entries, chains, writes, audits)
         try:
-            return await self._append_here_once(entries, chains, writes, audits, batched=True)
+            stored = await self.database.transact_here(partial(group.write, batched=True))
         except _Refused:
-            return await self._append_here_once(entries, chains, writes, audits, batched=False)
-
-    async def _append_here_once(
-        self,
-        entries: dict[UUID, dict[str, Any]],
-        chains: dict[UUID, dict[str, Any]],
-        writes: Sequence[RunWrite],
-        audits: Sequence[Mapping[str, Any]],
-        *,
-        batched: bool,
-    ) -> set[UUID]:
-        async with self.announcing() as (connection, notes):
-            stored: set[UUID] = set()
-            ordered = sorted(entries)
-            if batched and ordered:
-                fenced = [_task_write(entries[task_id]) for task_id in ordered]
-                result = await connection.execute(_TASK_WRITE, _one_or_many(fenced))
-                if result.rowcount != len(fenced):
-                    raise _Refused
-                stored.update(ordered)
-            else:
-                for task_id in ordered:
-                    result = await connection.execute(_TASK_WRITE, _task_write(entries[task_id]))
-                    if result.rowcount == 1:
-                        stored.add(task_id)
-            changes = [
-                _changes(chains[chain_id], RUN_CHAIN_COLUMNS)
-                for chain_id in sorted(chains)
-                if chains[chain_id]["task_id"] in stored
-            ]
-            if changes:
-                await connection.execute(_CHAIN_WRITE, _one_or_many(changes))
-            kept = [write for write in writes if write.task_id in stored]
-            costs = [row for write in kept for row in write.costs]
-            for table, rows in (
-                (reasoning_steps, [row for write in kept for row in write.steps]),
-                (task_events, [row for write in kept for row in write.events]),
-                (cost_records, costs),
-                (audit_events, [*audits, *(row for write in kept for row in write.audits)]),
-            ):
-                if rows:
-                    await connection.execute(insert(table), rows)
-            for usage in daily_usage(costs, utc_now()):
-                await _add_usage(connection, usage)
-            for task_id in sorted(stored):
-                await notes.send(EVENTS, f"{task_id}:{entries[task_id]['last_seq']}")
-            deliveries = [row for write in kept for row in write.deliveries]
-            if deliveries:
-                await connection.execute(insert(webhook_deliveries), deliveries)
-                await notes.send(WEBHOOKS)
+            stored = await self.database.transact_here(partial(group.write, batched=False))
+        for task_id in sorted(stored):
+            self.notices.deliver(EVENTS, f"{task_id}:{entries[task_id]['last_seq']}")
+        if any(write.deliveries for write in writes if write.task_id in stored):
+            self.notices.deliver(WEBHOOKS, "")
         return {task for task in entries if task not in stored}
 
     async def _stored_already(self, entries: Mapping[UUID, Mapping[str, Any]]) -> set[UUID]:
@@ -311,6 +269,55 @@ class RunWrites(RunStore):
             await notes.send(EVENTS, f"{task.id}:{seq}")
 
 
+@dataclass(frozen=True, slots=True)
+class _HereGroup:
+    """A group of run writes as the embedded database stores them: on its thread, through a
+    synchronous connection (see `Database.transact_here`)."""
+
+    entries: dict[UUID, dict[str, Any]]
+    chains: dict[UUID, dict[str, Any]]
+    writes: Sequence[RunWrite]
+    audits: Sequence[Mapping[str, Any]]
+
+    def write(self, connection: Connection, *, batched: bool) -> set[UUID]:
+        """The tasks whose writes were stored (their runs still hold them)."""
+        entries, chains = self.entries, self.chains
+        stored: set[UUID] = set()
+        ordered = sorted(entries)
+        if batched and ordered:
+            fenced = [_task_write(entries[task_id]) for task_id in ordered]
+            result = connection.execute(_TASK_WRITE, _one_or_many(fenced))
+            if result.rowcount != len(fenced):
+                raise _Refused
+            stored.update(ordered)
+        else:
+            for task_id in ordered:
+                result = connection.execute(_TASK_WRITE, _task_write(entries[task_id]))
+                if result.rowcount == 1:
+                    stored.add(task_id)
+        changes = [
+            _changes(chains[chain_id], RUN_CHAIN_COLUMNS)
+            for chain_id in sorted(chains)
+            if chains[chain_id]["task_id"] in stored
+        ]
+        if changes:
+            connection.execute(_CHAIN_WRITE, _one_or_many(changes))
+        kept = [write for write in self.writes if write.task_id in stored]
+        costs = [row for write in kept for row in write.costs]
+        for table, rows in (
+            (reasoning_steps, [row for write in kept for row in write.steps]),
+            (task_events, [row for write in kept for row in write.events]),
+            (cost_records, costs),
+            (audit_events, [*self.audits, *(row for write in kept for row in write.audits)]),
+            (webhook_deliveries, [row for write in kept for row in write.deliveries]),
+        ):
+            if rows:
+                connection.execute(insert(table), rows)
+        for usage in daily_usage(costs, utc_now()):
+            _add_usage(connection, usage)
+        return stored
+
+
 def _changes(entry: Mapping[str, Any], columns: Sequence[str]) -> dict[str, Any]:
     """The parameters of `_coalesced` for an entry's changes (with its `row_id`)."""
     return {"row_id": entry["row_id"], **{f"new_{name}": entry.get(name) for name in columns}}
@@ -364,16 +371,16 @@ _USAGE_READ = select(*(model_usage.c[name] for name in USAGE_SUMS)).where(_USAGE
 _USAGE_ADD = update(model_usage).where(_USAGE_KEY)
 
 
-async def _add_usage(connection: AsyncConnection, row: dict[str, Any]) -> None:
+def _add_usage(connection: Connection, row: dict[str, Any]) -> None:
     """SQLite: adds a day's usage to the roll-up inside the writer's transaction. Money is
     exact text there, so the sum is made here in decimals, never by the database in floats."""
     key = {"key_tenant": row["tenant_id"], "key_day": row["day"], "key_model": row["model"]}
-    current = (await connection.execute(_USAGE_READ, key)).first()
+    current = connection.execute(_USAGE_READ, key).first()
     if current is None:
-        await connection.execute(insert(model_usage), [row])
+        connection.execute(insert(model_usage), [row])
         return
     sums = {name: getattr(current, name) + row[name] for name in USAGE_SUMS}
-    await connection.execute(_USAGE_ADD, {**key, **sums, "updated_at": row["updated_at"]})
+    connection.execute(_USAGE_ADD, {**key, **sums, "updated_at": row["updated_at"]})
 
 
 def daily_usage(costs: Iterable[CostRow], at: datetime) -> list[dict[str, Any]]:
