@@ -163,18 +163,25 @@ async def test_streams_on_the_other_instance_keep_up_with_the_owners(tmp_path: P
             name: len(values) for name, values in lags.items()
         }
         owner, other = p99(lags["a"]), p99(lags["b"])
+        owner_p50, other_p50 = p50(lags["a"]), p50(lags["b"])
         print(
-            f"{len(streams)} streams: event lag p99 on the owner {owner * 1000:.1f} ms "
-            f"({len(lags['a'])} events), on the other instance {other * 1000:.1f} ms "
-            f"({len(lags['b'])} events); submit p50/p99 {p50(baseline) * 1000:.1f}/"
-            f"{p99(baseline) * 1000:.1f} ms without streams, {p50(loaded) * 1000:.1f}/"
-            f"{p99(loaded) * 1000:.1f} ms with"
+            f"{len(streams)} streams: event lag p50/p99 on the owner {owner_p50 * 1000:.1f}/"
+            f"{owner * 1000:.1f} ms ({len(lags['a'])} events), on the other instance "
+            f"{other_p50 * 1000:.1f}/{other * 1000:.1f} ms ({len(lags['b'])} events); submit "
+            f"p50/p99 {p50(baseline) * 1000:.1f}/{p99(baseline) * 1000:.1f} ms without streams, "
+            f"{p50(loaded) * 1000:.1f}/{p99(loaded) * 1000:.1f} ms with"
         )
         # The other instance learns of an event once the owner stored it, and reads it then:
-        # a commit, a notice and a read later than the owner's followers (0.1-0.3 s at p99
-        # here, beside two busy processes); were it read once per follower, hundreds of reads
-        # per notice, it would be seconds.
-        assert other <= owner + 0.5, (
+        # a commit, a notice and a read later than the owner's followers (10 ms more at p50
+        # here, 0.2 s beside three busy processes; a 0.6-s pause per read fails it); were it
+        # read once per follower, hundreds of reads per notice, it would be seconds behind.
+        # Its tail also holds a burst (every task's first reply at once) read and fanned out
+        # on a CPU shared with the owner, and in the suite with other tests (0.9 s more at p99
+        # in the whole suite): held to twice the owner's and a second.
+        assert other_p50 <= owner_p50 + 0.5, (
+            f"the other instance's median lag {other_p50:.3f} s, owner {owner_p50:.3f}"
+        )
+        assert other <= 2 * owner + 1.0, (
             f"the other instance's p99 lag {other:.3f} s, owner {owner:.3f}"
         )
         # Submissions compete for the CPU with the streams' events (and, in the suite, with
