@@ -12,10 +12,10 @@ a write to the loop's self-pipe), and they cost more than most statements. Here:
   (the connection is shared between threads, as SQLAlchemy opens it, and sqlite3 is
   serialised);
 - a commit or rollback with no transaction open is not sent: sqlite3 would do nothing;
-- a transaction of many statements can go as one hand-off (`EmbeddedConnection.transact`): its work
-  runs on the connection's thread through a synchronous SQLAlchemy connection over the same
-  sqlite3 connection (same dialect, types and JSON serializer), at a tenth of an asynchronous
-  statement's cost each.
+- a transaction of many statements can go as one hand-off (`EmbeddedConnection.transact`):
+  its work runs on the connection's thread through a synchronous SQLAlchemy connection over
+  the same sqlite3 connection (same dialect, types and JSON serializer), each statement at
+  about a fifth of the CPU of an asynchronous one (~30 against ~160 µs for a trivial one).
 """
 
 import sqlite3
