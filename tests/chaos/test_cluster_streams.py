@@ -63,8 +63,9 @@ async def submitted_to_a(group: Fleet, markers: range) -> list[Submitted]:
     its replies until the caller releases it, once each task has made its first call."""
     group.llm.hold()
     submitted = [await submit_task(group, marker, first=0) for marker in markers]
+    wanted: set[int | None] = {task.marker for task in submitted}
     await group.changes.wait_for(
-        lambda: all(group.llm.calls_for(task.marker) for task in submitted),
+        lambda: wanted <= {call.marker for call in group.llm.calls},
         timeout_s=60,
         what="every task's first call",
     )
