@@ -205,10 +205,7 @@ def _omniforge(database: str, tools: list[str] | None) -> System:
                     async with session.get(
                         proc.ready + accepted["stream_url"], headers=headers
                     ) as stream:
-                        async for event in sse_events(stream):
-                            if event.type == "done":
-                                return str(json.loads(event.data)["final_state"])
-                    return "the stream ended without done"
+                        return await _final_state(stream)
 
                 async def run_in_one(session: aiohttp.ClientSession) -> str:
                     streamed = {**headers, "Accept": "text/event-stream"}
@@ -217,14 +214,19 @@ def _omniforge(database: str, tools: list[str] | None) -> System:
                     ) as stream:
                         if stream.status != 200:
                             return f"HTTP {stream.status}: {(await stream.text())[:200]}"
-                        async for event in sse_events(stream):
-                            if event.type == "done":
-                                return str(json.loads(event.data)["final_state"])
-                    return "the stream ended without done"
+                        return await _final_state(stream)
 
                 yield Server(proc.pid, proc.ready, run_task, name, run_in_one)
 
     return system
+
+
+async def _final_state(stream: aiohttp.ClientResponse) -> str:
+    """A task's stream read to its `done`: the task's final state."""
+    async for event in sse_events(stream):
+        if event.type == "done":
+            return str(json.loads(event.data)["final_state"])
+    return "the stream ended without done"
 
 
 @contextlib.asynccontextmanager

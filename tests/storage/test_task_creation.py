@@ -25,12 +25,23 @@ from tests.conftest import fresh_database
 from tests.storage.hand_offs import HandOffs
 
 
-@pytest.fixture
-async def postgres(tmp_path: Path) -> AsyncIterator[Database]:
-    async with fresh_database("postgres", tmp_path) as url:
+async def _engine(kind: str, directory: Path) -> AsyncIterator[Database]:
+    async with fresh_database(kind, directory) as url:
         database = Database(url)
         yield database
         await database.dispose()
+
+
+@pytest.fixture
+async def postgres(tmp_path: Path) -> AsyncIterator[Database]:
+    async for database in _engine("postgres", tmp_path):
+        yield database
+
+
+@pytest.fixture
+async def sqlite(tmp_path: Path) -> AsyncIterator[Database]:
+    async for database in _engine("sqlite", tmp_path):
+        yield database
 
 
 def _rows(tenant: str, *, runner_id: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -153,35 +164,30 @@ async def test_on_postgres_a_queued_task_is_announced_and_a_claimed_one_is_not(
 
 
 async def test_on_sqlite_a_plain_task_costs_one_hand_off_and_a_queued_one_is_announced(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    sqlite: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with fresh_database("sqlite", tmp_path) as url:
-        database = Database(url)
-        try:
-            stores = RunStores.of(database)
-            announced: list[str] = []
-            stores.queue.notices.listen(QUEUE, announced.append)
-            tenant = f"t-{uuid4().hex[:12]}"
-            # Warm: the first opens the connection (a hand-off for each pragma).
-            await stores.queue.create(*_rows(tenant, runner_id="runner-1"))
-            hand_offs = HandOffs(monkeypatch)
-            claimed, _ = rows = _rows(tenant, runner_id="runner-1")
-            await stores.queue.create(*rows)
-            assert hand_offs.count == 1
-            assert announced == []
-            queued, _ = rows = _rows(tenant, runner_id=None)
-            await stores.queue.create(*rows)
-            assert hand_offs.count == 2
-            assert announced == [""]
-            hand_offs.count = 0
-            await stores.queue.create(*_rows(tenant, runner_id="runner-1"), max_unfinished=5)
-            # The count and the inserts: one transaction of several statements.
-            assert hand_offs.count > 1
-            stored = await stores.queue.task(claimed["id"])
-            assert stored is not None
-            assert stored.runner_id == "runner-1"
-            stored = await stores.queue.task(queued["id"])
-            assert stored is not None
-            assert stored.runner_id is None
-        finally:
-            await database.dispose()
+    stores = RunStores.of(sqlite)
+    announced: list[str] = []
+    stores.queue.notices.listen(QUEUE, announced.append)
+    tenant = f"t-{uuid4().hex[:12]}"
+    # Warm: the first opens the connection (a hand-off for each pragma).
+    await stores.queue.create(*_rows(tenant, runner_id="runner-1"))
+    hand_offs = HandOffs(monkeypatch)
+    claimed, _ = rows = _rows(tenant, runner_id="runner-1")
+    await stores.queue.create(*rows)
+    assert hand_offs.count == 1
+    assert announced == []
+    queued, _ = rows = _rows(tenant, runner_id=None)
+    await stores.queue.create(*rows)
+    assert hand_offs.count == 2
+    assert announced == [""]
+    hand_offs.count = 0
+    await stores.queue.create(*_rows(tenant, runner_id="runner-1"), max_unfinished=5)
+    # The count and the inserts: one transaction of several statements.
+    assert hand_offs.count > 1
+    stored = await stores.queue.task(claimed["id"])
+    assert stored is not None
+    assert stored.runner_id == "runner-1"
+    stored = await stores.queue.task(queued["id"])
+    assert stored is not None
+    assert stored.runner_id is None
