@@ -14,6 +14,7 @@ from app.chain import (
     ReasoningChain,
     ReasoningStep,
     StepType,
+    StrategyEvent,
     SynthesisInfo,
     ThinkingInfo,
     ToolType,
@@ -170,11 +171,15 @@ class ReasoningEngine:
         confidence: float | None = None,
         visibility: VisibilityLevel = VisibilityLevel.FULL,
         parent_step_id: UUID | None = None,
+        event: StrategyEvent | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> ReasoningStep:
+        """A thought; a strategy's record names its `event` and carries its `detail`."""
+        info = ThinkingInfo(thought=thought, confidence=confidence, event=event, detail=detail)
         return self.chain.add_step(
             ReasoningStep(
                 type=StepType.THINKING,
-                thinking=ThinkingInfo(thought=thought, confidence=confidence),
+                thinking=info,
                 visibility=VisibilityConfig(level=visibility),
                 parent_step_id=parent_step_id,
             )
@@ -216,8 +221,11 @@ class ReasoningEngine:
         parent_step_id: UUID | None = None,
         visibility: VisibilityLevel | None = None,
         response_format: dict[str, Any] | None = None,
+        stream: bool = True,
     ) -> LLMCallResult:
-        """Calls a model with a `prompt` or `messages`, as a step pair of the `llm` tool."""
+        """Calls a model with a `prompt` or `messages`, as a step pair of the `llm` tool.
+        `stream=False`: its reply is not the answer being written, and none of it reaches
+        the run's output deltas."""
         arguments: dict[str, Any] = {"model": model or self.default_model}
         optional = {
             "prompt": prompt,
@@ -239,7 +247,42 @@ class ReasoningEngine:
                 fitted = await self._compactor.fit(arguments["messages"], window)
             arguments["messages"] = fitted
             messages = fitted
-        return await self._call(arguments, messages, parent_step_id, visibility)
+        return await self._call(arguments, messages, parent_step_id, visibility, stream=stream)
+
+    async def call_llms(
+        self,
+        requests: Sequence[Sequence[dict[str, Any]]],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        response_format: dict[str, Any] | None = None,
+        parent_step_id: UUID | None = None,
+    ) -> list[LLMCallResult]:
+        """Independent calls of the default model, one per conversation of `requests`, made
+        concurrently (a search's proposals, its evaluations): their calls are recorded first,
+        in order, then their results in the same order, so a resumed run repeats them step
+        for step. Nothing of their replies is streamed; their conversations are recorded
+        whole (not compacted against one another)."""
+        optional = {
+            "temperature": temperature,
+            "max_tokens": max_tokens or self._max_output_tokens,
+            "response_format": response_format,
+        }
+        shared = {key: value for key, value in optional.items() if value is not None}
+        invocations = []
+        for messages in requests:
+            conversation = list(messages)
+            arguments = {"model": self.default_model, "messages": conversation, **shared}
+            plain = without_images(conversation)
+            recorded = None if plain is None else {**arguments, "messages": plain}
+            invocations.append(
+                ToolInvocation(LLM_TOOL_NAME, arguments, recorded_arguments=recorded)
+            )
+        context = self._context
+        if parent_step_id is not None:
+            context = context.at(parent_step_id=parent_step_id)
+        results = await self._executor.execute_batch(self.chain, context, invocations)
+        return [LLMCallResult(result) for result in results]
 
     async def _call(
         self,

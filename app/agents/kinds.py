@@ -1,6 +1,7 @@
-"""Agent kinds: the implementations a definition's `kind` selects. `react` is built in; a
-plugin adds its own `CoTAgent` subclasses under the `omniforge.agent_kinds` entry point group
-(`name = "package.module:AgentClass"`), each built per task by its `from_spec`."""
+"""Agent kinds: the implementations a definition's `kind` selects. The strategies `direct`,
+`cot`, `react`, `tot` and `auto` are built in; a plugin adds its own `CoTAgent` subclasses
+under the `omniforge.agent_kinds` entry point group (`name = "package.module:AgentClass"`),
+each built per task by its `from_spec`."""
 
 import importlib.metadata
 import logging
@@ -10,11 +11,25 @@ from collections.abc import Mapping
 from app.agents.base import AgentParts, CoTAgent
 from app.agents.react import ReActAgent
 from app.agents.spec import DEFAULT_KIND, KIND_PATTERN, AgentSpec
+from app.agents.strategies import (
+    AutoAgent,
+    ChainOfThoughtAgent,
+    DirectAgent,
+    TreeOfThoughtsAgent,
+)
 from app.errors import OmniForgeError
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "omniforge.agent_kinds"
+
+BUILTIN: dict[str, type[CoTAgent]] = {
+    "direct": DirectAgent,
+    "cot": ChainOfThoughtAgent,
+    DEFAULT_KIND: ReActAgent,
+    "tot": TreeOfThoughtsAgent,
+    "auto": AutoAgent,
+}
 
 
 class UnknownAgentKind(OmniForgeError, KeyError):
@@ -32,7 +47,7 @@ class AgentKinds:
     replace a built-in kind)."""
 
     def __init__(self, kinds: Mapping[str, type[CoTAgent]] | None = None) -> None:
-        self._kinds: dict[str, type[CoTAgent]] = {DEFAULT_KIND: ReActAgent, **(kinds or {})}
+        self._kinds: dict[str, type[CoTAgent]] = {**BUILTIN, **(kinds or {})}
 
     @classmethod
     def with_plugins(cls) -> "AgentKinds":

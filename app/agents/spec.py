@@ -2,9 +2,9 @@
 limits. The service stores definitions (named, versioned, per tenant); the runtime only ever
 sees the `AgentSpec` of the version a task runs."""
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from app.tools.approvals import ApprovalRules
 from app.tools.models import TOOL_NAME_PATTERN
@@ -30,6 +30,86 @@ class AgentApprovals(ApprovalRules):
     )
 
 
+BUILTIN_KINDS = ("direct", "cot", "react", "tot", "auto")
+"""The strategies built in, besides the kinds plugins add."""
+
+SIMPLER = ("tot", "react", "cot", "direct")
+"""The built-in strategies from the deepest to the simplest: a strategy that fails falls back to
+the next one after it (under `auto`)."""
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TreeSearchOptions(_Options):
+    """`tot`: at each level every kept thought is extended by `breadth` proposals, each scored
+    by the model; the `beam` best go on, `depth` levels deep; the answer follows the best
+    path."""
+
+    breadth: int = Field(default=3, ge=1, le=8, description="Thoughts proposed per node.")
+    depth: int = Field(default=2, ge=1, le=5, description="Levels of thoughts.")
+    beam: int = Field(default=2, ge=1, le=8, description="Thoughts kept per level.")
+
+
+class ComplexityBand(_Options):
+    """Tasks scored below `below` (and at or above the band before it) run `strategy`."""
+
+    below: float = Field(gt=0, le=1)
+    strategy: str = Field(pattern=KIND_PATTERN)
+
+
+DEFAULT_BANDS = (
+    ComplexityBand(below=0.3, strategy="direct"),
+    ComplexityBand(below=0.6, strategy="cot"),
+    ComplexityBand(below=1.0, strategy="react"),
+)
+
+
+class AutoOptions(_Options):
+    """`auto`: how a task's complexity is assessed, and which strategy each score runs."""
+
+    assess: Literal["model", "heuristic"] = Field(
+        default="model",
+        description="`model`: one cheap call with a stated rubric scores the task (0 to 1); "
+        "`heuristic`: its length and wording do, without a call.",
+    )
+    table: tuple[ComplexityBand, ...] = Field(
+        default=DEFAULT_BANDS,
+        min_length=1,
+        max_length=8,
+        description="Bands of complexity, ascending, the last ending at 1: a task runs the "
+        "strategy of the first band its score is below (a score of 1 runs the last's).",
+    )
+
+    @model_validator(mode="after")
+    def _ascending(self) -> Self:
+        bounds = [band.below for band in self.table]
+        if bounds != sorted(set(bounds)) or bounds[-1] != 1.0:
+            raise ValueError("`table` bands must ascend, each below a higher bound, to 1")
+        for band in self.table:
+            if band.strategy not in SIMPLER:
+                raise ValueError(
+                    f"`table` names {band.strategy!r}; a band runs one of {', '.join(SIMPLER)}"
+                )
+        return self
+
+
+class StrategyOptions(_Options):
+    """How the agent's strategy reasons; each kind reads its own part."""
+
+    tot: TreeSearchOptions = Field(default_factory=TreeSearchOptions)
+    auto: AutoOptions = Field(default_factory=AutoOptions)
+    min_confidence: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Under `auto`, an answer whose strategy is less sure of it than this (a "
+        "search's best score, a stated confidence) counts as a failure: the run falls back "
+        "to the next simpler strategy.",
+    )
+
+
 class AgentSpec(BaseModel):
     """How one agent runs. Every field left unset behaves as the built-in default agent does
     (the service's settings, its tenant's defaults)."""
@@ -39,8 +119,14 @@ class AgentSpec(BaseModel):
     kind: str = Field(
         default=DEFAULT_KIND,
         pattern=KIND_PATTERN,
-        description="The agent's implementation: `react` (built in) or a kind a plugin "
-        "registers under the `omniforge.agent_kinds` entry point group.",
+        description="The agent's strategy: `direct` (one call), `cot` (one call that "
+        "reasons step by step first), `react` (tools in a loop; the default), `tot` (a tree of "
+        "thoughts, scored by the model), `auto` (chosen by the task's complexity, falling "
+        "back to simpler ones), or a kind a plugin registers under the "
+        "`omniforge.agent_kinds` entry point group.",
+    )
+    strategy: StrategyOptions | None = Field(
+        default=None, description="Options of the strategies (unset: their defaults)."
     )
     instructions: str | None = Field(
         default=None,

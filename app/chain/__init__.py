@@ -1,7 +1,15 @@
 """The reasoning chain: steps, metrics and the event union streamed to clients (pure data)."""
 
 from app.chain.budget import Budget, BudgetLimit, RemainingBudget
-from app.chain.enums import ChainStatus, ErrorCode, StepType, TaskState, ToolType, VisibilityLevel
+from app.chain.enums import (
+    ChainStatus,
+    ErrorCode,
+    StepType,
+    StrategyEvent,
+    TaskState,
+    ToolType,
+    VisibilityLevel,
+)
 from app.chain.events import (
     ApprovalDecidedEvent,
     ApprovalRequiredEvent,
@@ -52,6 +60,7 @@ __all__ = [
     "RemainingBudget",
     "StepListener",
     "StepType",
+    "StrategyEvent",
     "SynthesisInfo",
     "TaskState",
     "TaskStatusEvent",

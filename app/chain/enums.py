@@ -12,6 +12,25 @@ class StepType(StrEnum):
     SYNTHESIS = "synthesis"
 
 
+class StrategyEvent(StrEnum):
+    """What a strategy's `thinking` step records, besides its text: the structure of how a
+    run reasons (the tree of a search, a choice of strategy), as the console and a replay
+    read it."""
+
+    # `auto`: the task's complexity score and why (detail: complexity, method).
+    COMPLEXITY_ASSESSED = "complexity_assessed"
+    # The strategy a run goes on with and why (detail: strategy, complexity, excluded).
+    STRATEGY_SELECTED = "strategy_selected"
+    # A strategy failed and the run goes on with a simpler one (detail: from, to, error_code).
+    STRATEGY_FALLBACK = "strategy_fallback"
+    # A node of a search tree: its parent is `parent_step_id` (detail: depth, index).
+    THOUGHT = "thought"
+    # A node's score, as the model judged it (`confidence`; its node is `parent_step_id`).
+    THOUGHT_SCORED = "thought_scored"
+    # The path a search answers from (detail: path, the nodes' step ids root first; score).
+    PATH_CHOSEN = "path_chosen"
+
+
 class ToolType(StrEnum):
     """The kind of operation a tool performs; limits and visibility can be set per type."""
 

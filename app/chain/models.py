@@ -9,7 +9,14 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from app.chain.budget import Budget, BudgetLimit, RemainingBudget, Usage, remaining
-from app.chain.enums import ChainStatus, ErrorCode, StepType, ToolType, VisibilityLevel
+from app.chain.enums import (
+    ChainStatus,
+    ErrorCode,
+    StepType,
+    StrategyEvent,
+    ToolType,
+    VisibilityLevel,
+)
 from app.chain.money import USD
 from app.chain.replay import ReplayMatch, ReplayReport, StepDifference, ended, step_difference
 from app.errors import OmniForgeError
@@ -107,8 +114,14 @@ class ToolResultInfo(_Model):
 
 
 class ThinkingInfo(_Model):
+    """A thought of the agent's. A strategy's records (a search tree's nodes and scores, a
+    choice of strategy) name their `event` and carry its structured `detail`."""
+
     thought: str
     confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    # Absent from plain thoughts (nearly all).
+    event: StrategyEvent | None = Field(default=None, exclude_if=lambda value: value is None)
+    detail: dict[str, Any] | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 StopReason = Literal["max_iterations", "max_cost_usd", "max_tokens", "max_llm_calls"]

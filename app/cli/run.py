@@ -27,6 +27,10 @@ def add_run_command(commands: "argparse._SubParsersAction[argparse.ArgumentParse
         default="auto",
         help="tool calling: native, text ReAct, or auto (native when the model supports it)",
     )
+    run.add_argument(
+        "--kind",
+        help="the strategy: direct, cot, react, tot, auto or a plugin's (default: the agent's)",
+    )
     run.add_argument("--agent", help="an agent definition, `name` or `name@N` (of --tenant)")
     run.add_argument("--tenant", default="default", help="the tenant of --agent")
     run.add_argument("--json", action="store_true", help="print the events as JSON lines")
@@ -43,7 +47,7 @@ def add_listing_commands(commands: "argparse._SubParsersAction[argparse.Argument
 def run(args: argparse.Namespace, settings: "Settings", runtime: "AgentRuntime") -> int:
     """Runs `omniforge run`, `tools` or `models` with the runtime the configuration check
     built."""
-    from app.agents import AgentTask
+    from app.agents import AgentSpec, AgentTask
     from app.cli.run_output import list_models, list_tools, watch
 
     if args.command == "tools":
@@ -53,6 +57,7 @@ def run(args: argparse.Namespace, settings: "Settings", runtime: "AgentRuntime")
     tools = args.tools.split(",") if args.tools else None
     agent: CoTAgent = runtime.agent
     label, model = "default@1", None
+    spec = AgentSpec()
     if args.agent:
         try:
             resolved = asyncio.run(_agent(settings, args.tenant, args.agent))
@@ -62,6 +67,13 @@ def run(args: argparse.Namespace, settings: "Settings", runtime: "AgentRuntime")
         definition = resolved.definition
         agent, label, model = runtime.agent_for(definition.spec()), resolved.ref, definition.model
         tools = tools if tools is not None else definition.tools
+        spec = definition.spec()
+    if args.kind:
+        if args.kind not in runtime.kinds:
+            known = ", ".join(runtime.kinds.names())
+            print(f"omniforge: no strategy {args.kind!r} (available: {known})", file=sys.stderr)
+            return EXIT_FAILED
+        agent = runtime.agent_for(spec.model_copy(update={"kind": args.kind}))
     task = AgentTask(input=args.task, tools=tools, model=model)
     try:
         return asyncio.run(

@@ -15,6 +15,7 @@ from app.chain import (
     ChainMetrics,
     ReasoningStep,
     ReasoningStepEvent,
+    StrategyEvent,
     ToolType,
     format_usd,
 )
@@ -70,10 +71,22 @@ def _print_event(event: ChainEvent, out: TextIO, llm_calls: set[UUID]) -> None:
         )
 
 
+_EVENT_LABELS = {
+    StrategyEvent.COMPLEXITY_ASSESSED: "complexity",
+    StrategyEvent.STRATEGY_SELECTED: "strategy",
+    StrategyEvent.STRATEGY_FALLBACK: "fallback",
+    StrategyEvent.THOUGHT: "thought",
+    StrategyEvent.THOUGHT_SCORED: "score",
+    StrategyEvent.PATH_CHOSEN: "path",
+}
+
+
 def _describe_step(step: ReasoningStep, llm_calls: set[UUID]) -> str:
     label = f"[{step.step_number}]"
     if step.thinking is not None:
-        return f"{label} thought        {step.thinking.thought}"
+        event = step.thinking.event
+        what = "thought" if event is None else _EVENT_LABELS[event]
+        return f"{label} {what:<14} {step.thinking.thought}"
     if step.synthesis is not None:
         return f"{label} final answer   {step.synthesis.conclusion}"
     if step.tool_call is not None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.llm.demo_arithmetic import read_arithmetic
+from app.llm.demo_strategies import strategy_reply
 from app.llm.demo_structured import requested_schema, shaped_answer
 
 CALCULATOR = "calculator"
@@ -83,6 +84,13 @@ def respond(
     if "Action Input:" in system:
         names = {name for name in (CALCULATOR, CURRENT_TIME) if f"{name}:" in system}
         return _respond_react(messages, names, schema)
+    first = _task_index(messages, last=False)
+    if first >= 0:
+        task = _text(messages[first])
+        later = "\n".join(_text(m) for m in messages[first + 1 :] if m.get("role") == "user")
+        reply = strategy_reply(system, task, later, lambda text: _final(text, None, schema))
+        if reply is not None:
+            return DemoReply(reply)
     return DemoReply(_final(PLAIN_ANSWER, None, schema))
 
 

@@ -71,7 +71,15 @@ class Admission:
         problems: list[FieldError] = []
         refused: list[FieldError] = []
         spec = agent.definition
-        if spec.kind not in runtime.kinds:
+        if submission.kind is not None and submission.kind not in runtime.kinds:
+            known = ", ".join(runtime.kinds.names())
+            problems.append(
+                FieldError(
+                    "kind",
+                    f"{submission.kind!r} is no strategy this service has (available: {known})",
+                )
+            )
+        elif submission.kind is None and spec.kind not in runtime.kinds:
             known = ", ".join(runtime.kinds.names())
             problems.append(
                 FieldError(

@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from app.agents.spec import KIND_PATTERN
 from app.chain import Budget, ReasoningChain
 from app.chain.replay import ReplayMatch
 from app.governance.models import ModelPolicy
@@ -138,6 +139,12 @@ class TaskSubmission(BaseModel):
         default=None,
         description="The agent that runs the task (default: the conversation's, else the "
         "built-in `default`). Its `model`, `tools` and `budget` bound the task's.",
+    )
+    kind: str | None = Field(
+        default=None,
+        pattern=KIND_PATTERN,
+        description="The strategy this task runs with instead of its agent's `kind`: `direct`, "
+        "`cot`, `react`, `tot`, `auto` or a plugin's kind.",
     )
     conversation_id: UUID | None = Field(
         default=None,

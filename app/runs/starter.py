@@ -283,7 +283,10 @@ class RunStarter:
         # From here to the run being live nothing awaits.
         if start.family is not None:
             start.family.parent_chain.adopt(chain)
-        run = runtime.agent_for(agent.definition.spec()).start(
+        spec = agent.definition.spec()
+        if submission.kind is not None:
+            spec = spec.model_copy(update={"kind": submission.kind})
+        run = runtime.agent_for(spec).start(
             agent_task,
             chain=chain,
             on_delta=self._active.output_to(task.id) if submission.stream_output else None,

@@ -195,6 +195,7 @@ class FakeLLMServer:
         self._record_requests = record_requests
         self._completion_count = 0
         self._scripts: dict[str, deque[Reply]] = {}
+        self._matching: dict[str, list[tuple[tuple[str, ...], deque[Reply]]]] = {}
         self._always: dict[str, Reply] = {}
         self._tool_call_count = 0
         self._runner: web.AppRunner | None = None
@@ -240,6 +241,12 @@ class FakeLLMServer:
     def script(self, model: str, *replies: Reply) -> None:
         self._scripts.setdefault(model, deque()).extend(replies)
 
+    def script_matching(self, model: str, needles: tuple[str, ...], *replies: Reply) -> None:
+        """Replies, in order, for the requests of `model` whose messages' text holds every one
+        of `needles`: for calls a client makes concurrently, which arrive in any order. They
+        are tried before the plain script, the first registered first."""
+        self._matching.setdefault(model, []).append((needles, deque(replies)))
+
     def always(self, model: str, reply: Reply) -> None:
         self._always[model] = reply
 
@@ -261,12 +268,18 @@ class FakeLLMServer:
         """Forgets scripts, standing replies and recorded requests (between tests sharing
         one server); numbering goes on."""
         self._scripts.clear()
+        self._matching.clear()
         self._always.clear()
         self.requests.clear()
         self.unexpected.clear()
 
     def pending(self) -> dict[str, int]:
-        return {model: len(queue) for model, queue in self._scripts.items() if queue}
+        pending = {model: len(queue) for model, queue in self._scripts.items() if queue}
+        for model, matchers in self._matching.items():
+            left = sum(len(queue) for _, queue in matchers)
+            if left:
+                pending[model] = pending.get(model, 0) + left
+        return pending
 
     def verify(self) -> None:
         problems = [f"unscripted call: {call}" for call in self.unexpected]
@@ -322,7 +335,14 @@ class FakeLLMServer:
         return web.json_response(_completion(reply, model, completion_id, calls))
 
     def _reply_for(self, model: str, body: dict[str, Any]) -> Reply | None:
-        """The next scripted reply for `model`, else its standing one."""
+        """The next reply scripted for requests like this one, else the next scripted for
+        `model`, else its standing one."""
+        matchers = self._matching.get(model)
+        if matchers:
+            text = _messages_text(body.get("messages"))
+            for needles, replies in matchers:
+                if replies and all(needle in text for needle in needles):
+                    return replies.popleft()
         queue = self._scripts.get(model)
         return queue.popleft() if queue else self._always.get(model)
 
@@ -342,6 +362,24 @@ class FakeLLMServer:
         )
         function = {"name": call.name, "arguments": arguments}
         return {"id": call_id, "type": "function", "function": function}
+
+
+def _messages_text(messages: Any) -> str:
+    """The text of a request's messages, one after another."""
+    if not isinstance(messages, list):
+        return ""
+    parts: list[str] = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(
+                part["text"]
+                for part in content
+                if isinstance(part, dict) and isinstance(part.get("text"), str)
+            )
+    return "\n".join(parts)
 
 
 def _error_response(

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.agents.spec import AgentApprovals, OnLimit, ToolEntry
+from app.agents.spec import AgentApprovals, OnLimit, StrategyOptions, ToolEntry
 from app.api.query import encode_key_cursor
 from app.chain import Budget
 from app.resources.agents import DEFAULT_AGENT, AgentListing, AgentVersion, BuiltinVersion
@@ -53,6 +53,7 @@ class AgentUpdate(BaseModel):
     description: str | None = None
     instructions: str | None = None
     kind: str | None = None
+    strategy: StrategyOptions | None = None
     model: str | None = None
     tools: list[ToolEntry] | None = None
     temperature: float | None = None

@@ -27,6 +27,8 @@ class TurnOptions(TypedDict, total=False):
     budget: BudgetLimits
     metadata: Mapping[str, Any]
     agent: str
+    # The strategy of this task instead of its agent's: direct, cot, react, tot, auto...
+    kind: str
     stream_output: bool
     file_ids: Sequence[UUID | str]
     webhook_url: str
@@ -44,6 +46,7 @@ class AgentDefinition(TypedDict, total=False):
     description: str
     instructions: str
     kind: str
+    strategy: Mapping[str, Any]
     model: str
     tools: Sequence[str]
     temperature: float
@@ -65,6 +68,7 @@ class AgentChanges(TypedDict, total=False):
     description: str | None
     instructions: str | None
     kind: str | None
+    strategy: Mapping[str, Any] | None
     model: str | None
     tools: Sequence[str] | None
     temperature: float | None

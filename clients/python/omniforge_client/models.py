@@ -205,6 +205,10 @@ class ThinkingInfo(ApiModel):
 
     thought: str
     confidence: float | None = None
+    # A strategy's record (`thought`, `thought_scored`, `path_chosen`, `strategy_selected`...)
+    # and its structured detail; absent from plain thoughts.
+    event: str | None = None
+    detail: dict[str, Any] | None = None
 
 
 class ToolCallInfo(ApiModel):
@@ -416,6 +420,9 @@ class Agent(ApiModel):
     status: Literal["active", "archived"]
     builtin: bool = False
     kind: str = "react"
+    # The strategies' options: `tot` (breadth, depth, beam), `auto` (assess, table),
+    # `min_confidence`.
+    strategy: dict[str, Any] | None = None
     description: str | None = None
     instructions: str | None = None
     model: str | None = None

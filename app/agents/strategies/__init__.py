@@ -1,0 +1,16 @@
+"""The built-in strategies besides ReAct: `direct`, `cot`, `tot`, and `auto`, which chooses
+among them by the task's complexity and falls back to simpler ones."""
+
+from app.agents.strategies.auto import AutoAgent
+from app.agents.strategies.common import Answer, StrategyAgent
+from app.agents.strategies.simple import ChainOfThoughtAgent, DirectAgent
+from app.agents.strategies.tot import TreeOfThoughtsAgent
+
+__all__ = [
+    "Answer",
+    "AutoAgent",
+    "ChainOfThoughtAgent",
+    "DirectAgent",
+    "StrategyAgent",
+    "TreeOfThoughtsAgent",
+]

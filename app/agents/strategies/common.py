@@ -1,0 +1,199 @@
+"""What the built-in strategies share: the task's conversation, a model call that fails the
+strategy when the model cannot answer, and an answer checked against the agent's
+`response_format` before it concludes the run."""
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
+from uuid import UUID
+
+from app.agents.base import AgentParts, CoTAgent
+from app.agents.engine import LLMCallResult, ReasoningEngine
+from app.agents.models import AgentTask
+from app.agents.output import InvalidResponseFormat, OutputFormat
+from app.agents.spec import AgentSpec, StrategyOptions
+from app.chain import ErrorCode
+from app.chain.errors import ChainAbort
+from app.llm import LLMGateway
+from app.tools.executor import ToolExecutor
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+class LowConfidence(ChainAbort):
+    """A strategy's answer is less sure than the agent's `min_confidence`."""
+
+    def __init__(self, confidence: float, threshold: float) -> None:
+        super().__init__(
+            ErrorCode.INVALID_OUTPUT,
+            f"the answer's confidence {confidence:.2f} is under the agent's "
+            f"min_confidence {threshold:.2f}",
+            details={"confidence": confidence, "min_confidence": threshold},
+        )
+        self.confidence = confidence
+
+
+@dataclass(slots=True)
+class Answer:
+    """What a strategy concludes: the answer's text, the steps it rests on, how sure the
+    strategy is of it (None: it does not say)."""
+
+    text: str
+    sources: list[UUID] = field(default_factory=list)
+    confidence: float | None = None
+
+
+class StrategyAgent(CoTAgent):
+    """A built-in strategy: `solve` finds an answer, which is checked against the agent's
+    `response_format` and becomes the run's synthesis. A strategy that cannot answer raises
+    `ChainAbort`; under `auto`, that is a fallback to a simpler one."""
+
+    strategy: ClassVar[str]
+
+    def __init__(
+        self,
+        executor: ToolExecutor,
+        gateway: LLMGateway,
+        *,
+        default_model: str,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+        instructions: str | None = None,
+        response_format: dict[str, Any] | None = None,
+        options: StrategyOptions | None = None,
+    ) -> None:
+        super().__init__(executor, default_model=default_model, max_output_tokens=max_output_tokens)
+        self.gateway = gateway
+        self.temperature = temperature
+        self.instructions = instructions
+        self.response_format = response_format
+        self.options = options or StrategyOptions()
+
+    @classmethod
+    def from_spec(cls, spec: AgentSpec, parts: AgentParts) -> Self:
+        return cls(
+            parts.executor,
+            parts.gateway,
+            default_model=spec.model or parts.default_model,
+            max_output_tokens=spec.max_output_tokens or parts.max_output_tokens,
+            temperature=spec.temperature,
+            instructions=spec.instructions,
+            response_format=spec.response_format,
+            options=spec.strategy,
+        )
+
+    async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
+        answer = await self.solve(task, engine)
+        await self.conclude(engine, answer)
+
+    async def solve(self, task: AgentTask, engine: ReasoningEngine) -> Answer:
+        raise NotImplementedError
+
+    async def conclude(
+        self, engine: ReasoningEngine, answer: Answer, *, min_confidence: float | None = None
+    ) -> None:
+        """Ends the run with `answer` once it matches the `response_format` (and, when
+        given, is at least `min_confidence` sure); raises `ChainAbort` otherwise."""
+        output = None
+        form = self.output_format()
+        if form is not None:
+            check = await engine.in_thread(form.check, answer.text)
+            if not check.valid:
+                raise ChainAbort(
+                    ErrorCode.INVALID_OUTPUT,
+                    f"the {self.strategy} answer does not match the agent's response_format: "
+                    f"{'; '.join(check.errors)}",
+                    details={"errors": list(check.errors)},
+                )
+            output = check.value
+        if (
+            min_confidence is not None
+            and answer.confidence is not None
+            and answer.confidence < min_confidence
+        ):
+            raise LowConfidence(answer.confidence, min_confidence)
+        engine.add_synthesis(answer.text, answer.sources, output=output)
+
+    def output_format(self) -> OutputFormat | None:
+        if self.response_format is None:
+            return None
+        try:
+            return OutputFormat(self.response_format)
+        except InvalidResponseFormat as exc:
+            raise ChainAbort(
+                ErrorCode.INVALID_OUTPUT,
+                f"the agent's response_format is not a usable JSON Schema: {exc}",
+            ) from exc
+
+    def system_prompt(self, strategy_prompt: str) -> str:
+        """The agent's instructions first, then how this strategy wants its answer, then the
+        answer's schema when there is one."""
+        parts = [self.instructions, strategy_prompt]
+        form = self.output_format()
+        if form is not None:
+            parts.append(form.instructions(text_format=False))
+        return "\n\n".join(part for part in parts if part)
+
+    def conversation(self, task: AgentTask, system: str) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": system}, *task.history, *task.conversation()]
+
+    async def call(
+        self,
+        engine: ReasoningEngine,
+        messages: list[dict[str, Any]],
+        *,
+        stream: bool = True,
+        parent_step_id: UUID | None = None,
+    ) -> LLMCallResult:
+        """One call of the agent's model without tools; a call that fails fails the
+        strategy."""
+        reply = await engine.call_llm(
+            messages=messages,
+            temperature=self.temperature,
+            stream=stream,
+            parent_step_id=parent_step_id,
+        )
+        return succeeded(reply)
+
+
+def succeeded(reply: LLMCallResult) -> LLMCallResult:
+    if not reply.success:
+        info = reply.result.info
+        raise ChainAbort(
+            ErrorCode.LLM_ERROR,
+            f"the model call failed after {info.attempts} attempt(s): "
+            f"{info.error_code}: {info.error}",
+        )
+    return reply
+
+
+def json_object(text: str) -> dict[str, Any] | None:
+    """The JSON object a reply holds (alone, fenced, or amid prose); None if none."""
+    text = text.strip()
+    candidates = [text]
+    found = _JSON_OBJECT.search(text)
+    if found is not None and found.group(0) != text:
+        candidates.append(found.group(0))
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def score_of(value: Any) -> float | None:
+    """A score in [0, 1] as a model wrote it (a number, or a numeric string); None if not."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, int | float) and 0 <= value <= 1:
+        return float(value)
+    return None

@@ -1,0 +1,80 @@
+"""How the offline demo model answers the requests of the tool-less strategies (`auto`'s
+complexity rubric, a tree search's proposals and scores, a step-by-step answer), read from the
+reply format each request's system prompt asks for, as a model reads it.
+
+It stays what it is: it works arithmetic and clock questions out only with its tools, so it
+rates them as needing tools (`auto` then runs ReAct, which has them) and, asked to answer them
+without tools, says so; anything else it rates simple."""
+
+import json
+import re
+from collections.abc import Callable
+
+from app.llm.demo_arithmetic import read_arithmetic
+
+_BREADTH = re.compile(r"propose (\d+) different", re.IGNORECASE)
+_TIME_WORDS = re.compile(r"\b(?:what time|current time|time is it|local time)\b", re.IGNORECASE)
+NEEDS_TOOLS = (
+    "Working {what} out needs the {tool} tool, which this strategy does not use: run the task "
+    "with `kind: react` or `kind: auto`."
+)
+
+
+def strategy_reply(system: str, task: str, steps: str, final: Callable[[str], str]) -> str | None:
+    """The reply to a strategy's request (`steps`: the text after the task, a search's path
+    so far; `final` shapes an answer as the request asks); None for any other request."""
+    need = _tool_need(task)
+    if '{"complexity":' in system:
+        if need is None:
+            return json.dumps({"complexity": 0.2, "reason": "a short reply, no tools needed"})
+        what, tool = need
+        return json.dumps({"complexity": 0.7, "reason": f"{what} needs the {tool} tool"})
+    if '{"thoughts":' in system:
+        found = _BREADTH.search(system)
+        breadth = int(found.group(1)) if found else 2
+        fresh = [thought for thought in _thoughts(need) if thought not in steps]
+        return json.dumps({"thoughts": (fresh or _thoughts(need)[-1:])[: max(1, breadth)]})
+    if '{"score":' in system:
+        promising = "tool" in steps.rsplit("\n", 1)[-1]
+        score, reason = (0.7, "it names the tool") if promising else (0.4, "it stays general")
+        return json.dumps({"score": score, "reason": reason})
+    if "`Answer:`" in system:
+        answer = final(_answer(need))
+        return f"I read the task and what it asks for.\nConfidence: 0.5\nAnswer: {answer}"
+    if steps.startswith("Reasoning steps:"):
+        return final(_answer(need))
+    return None
+
+
+def _tool_need(task: str) -> tuple[str, str] | None:
+    """What in the task the demo model could only work out with a tool, and which tool."""
+    for arithmetic in read_arithmetic(task):
+        return arithmetic.expression or arithmetic.source, "calculator"
+    if _TIME_WORDS.search(task):
+        return "the time", "current_time"
+    return None
+
+
+def _thoughts(need: tuple[str, str] | None) -> list[str]:
+    if need is None:
+        return [
+            "Say what the offline demo model can do",
+            "Point to configuring a real model",
+            "Answer in one sentence",
+        ]
+    what, tool = need
+    return [
+        f"Read what the task asks: {what}",
+        f"Work {what} out with the {tool} tool",
+        "Answer with the result alone",
+    ]
+
+
+def _answer(need: tuple[str, str] | None) -> str:
+    if need is None:
+        return (
+            "I am OmniForge's offline demo model: configure a real model for answers to "
+            "anything but arithmetic and the time (see docs/models.md)."
+        )
+    what, tool = need
+    return NEEDS_TOOLS.format(what=what, tool=tool)

@@ -1,0 +1,137 @@
+"""Strategies through the service: a task may name its own (`kind`), an agent's definition
+holds its strategy and the strategy's options, and a search's tree reaches the stream and the
+stored chain as structured thoughts."""
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.helpers import assert_invalid, stream, submit
+from tests.fakes.openai_server import Reply
+from tests.service import MODEL, Service
+
+ADMIN = ("tenant_admin",)
+
+
+async def _finished(client: httpx.AsyncClient, **body: Any) -> tuple[dict[str, Any], list[Any]]:
+    """Submits a task, reads its stream to the end; the task as stored and its steps' events."""
+    accepted = await submit(client, **body)
+    events = await stream(client, accepted["task_id"])
+    task: dict[str, Any] = (await client.get(f"/api/v1/tasks/{accepted['task_id']}")).json()
+    steps = [event.json["step"] for event in events if event.event == "reasoning_step"]
+    return task, steps
+
+
+async def test_a_task_runs_the_strategy_it_names(service: Service, tenant: str) -> None:
+    service.fake_llm.script(MODEL, Reply.text("3+4 is 7, times 12.\nConfidence: 0.8\nAnswer: 84"))
+    async with service.client(tenant) as client:
+        task, steps = await _finished(client, input="What is 12*(3+4)?", kind="cot")
+        chain = (await client.get(f"/api/v1/tasks/{task['id']}/chain")).json()
+    assert (task["status"], task["answer"]) == ("completed", "84")
+    [request] = service.fake_llm.requests_for(MODEL)
+    assert "tools" not in request.body
+    assert [step["type"] for step in steps] == ["tool_call", "tool_result", "thinking", "synthesis"]
+    assert steps[2]["thinking"] == {"thought": "3+4 is 7, times 12.", "confidence": 0.8}
+    assert [step["id"] for step in chain["steps"]] == [step["id"] for step in steps]
+    service.fake_llm.verify()
+
+
+async def test_an_agents_tree_of_thoughts_streams_and_stores_its_tree(
+    service: Service, tenant: str
+) -> None:
+    fake = service.fake_llm
+    fake.script_matching(
+        MODEL, ("propose 2 different",), Reply.text(json.dumps({"thoughts": ["left", "right"]}))
+    )
+    fake.script_matching(MODEL, ("rate how likely", "1. left"), Reply.text('{"score": 0.3}'))
+    fake.script_matching(MODEL, ("rate how likely", "1. right"), Reply.text('{"score": 0.7}'))
+    fake.script_matching(MODEL, ("final answer to the task",), Reply.text("Go right."))
+    options = {"tot": {"breadth": 2, "depth": 1, "beam": 1}}
+    async with service.client(tenant, sub="root", roles=ADMIN) as admin:
+        created = await admin.post(
+            "/api/v1/agents", json={"name": "searcher", "kind": "tot", "strategy": options}
+        )
+        assert created.status_code == 201, created.text
+        assert created.json()["strategy"]["tot"] == options["tot"]
+        task, steps = await _finished(admin, input="Which way?", agent="searcher")
+        chain = (await admin.get(f"/api/v1/tasks/{task['id']}/chain")).json()
+    assert (task["status"], task["answer"]) == ("completed", "Go right.")
+    records = [
+        (step["thinking"].get("event"), step["thinking"]["thought"])
+        for step in steps
+        if step["type"] == "thinking"
+    ]
+    assert records[:2] == [("thought", "left"), ("thought", "right")]
+    assert [event for event, _ in records[2:]] == [
+        "thought_scored",
+        "thought_scored",
+        "path_chosen",
+    ]
+    by_thought = {step["thinking"]["thought"]: step for step in steps if step["type"] == "thinking"}
+    chosen = next(
+        s for s in steps if s["type"] == "thinking" and s["thinking"].get("event") == "path_chosen"
+    )
+    assert chosen["thinking"]["detail"]["path"] == [by_thought["right"]["id"]]
+    assert chosen["thinking"]["confidence"] == 0.7
+    stored = [s for s in chain["steps"] if s["type"] == "thinking"]
+    assert stored == [s for s in steps if s["type"] == "thinking"]
+    fake.verify()
+
+
+@pytest.mark.parametrize("kind", ["planner", "Not A Kind"])
+async def test_a_task_naming_a_strategy_the_service_lacks_is_refused(
+    service: Service, tenant: str, kind: str
+) -> None:
+    async with service.client(tenant) as client:
+        response = await client.post("/api/v1/tasks", json={"input": "Hi.", "kind": kind})
+    body = assert_invalid(response, "body.kind")
+    if kind == "planner":
+        assert "available: auto, cot, direct, react, tot" in json.dumps(body)
+    assert service.fake_llm.requests_for(MODEL) == []
+
+
+@pytest.mark.parametrize(
+    "strategy",
+    [
+        {"tot": {"breadth": 0}},
+        {"tot": {"depth": 9}},
+        {"auto": {"table": [{"below": 0.5, "strategy": "cot"}]}},  # does not reach 1
+        {
+            "auto": {
+                "table": [{"below": 1, "strategy": "cot"}, {"below": 0.5, "strategy": "direct"}]
+            }
+        },
+        {"auto": {"table": [{"below": 1, "strategy": "auto"}]}},
+        {"auto": {"assess": "guess"}},
+        {"min_confidence": 2},
+        {"beam": 2},
+    ],
+)
+async def test_a_definition_with_unusable_strategy_options_is_refused(
+    service: Service, tenant: str, strategy: dict[str, Any]
+) -> None:
+    async with service.client(tenant, sub="root", roles=ADMIN) as admin:
+        response = await admin.post(
+            "/api/v1/agents", json={"name": "bad", "kind": "auto", "strategy": strategy}
+        )
+    assert_invalid(response, "body.strategy")
+
+
+async def test_an_agents_strategy_options_change_in_a_new_version(
+    service: Service, tenant: str
+) -> None:
+    async with service.client(tenant, sub="root", roles=ADMIN) as admin:
+        await admin.post("/api/v1/agents", json={"name": "chooser", "kind": "auto"})
+        patched = await admin.patch(
+            "/api/v1/agents/chooser",
+            json={"strategy": {"auto": {"assess": "heuristic"}, "min_confidence": 0.4}},
+        )
+        reset = await admin.patch("/api/v1/agents/chooser", json={"strategy": None})
+    assert patched.status_code == 200, patched.text
+    assert patched.json()["version"] == 2
+    assert patched.json()["strategy"]["auto"]["assess"] == "heuristic"
+    assert patched.json()["strategy"]["min_confidence"] == 0.4
+    assert reset.json()["version"] == 3
+    assert reset.json()["strategy"] is None
