@@ -1,5 +1,5 @@
 """Agent kinds: the implementations a definition's `kind` selects. The strategies `direct`,
-`cot`, `react`, `tot` and `auto` are built in; a plugin adds its own `CoTAgent` subclasses
+`cot`, `react`, `tot`, `mcts` and `auto` are built in; a plugin adds its own `CoTAgent` subclasses
 under the `omniforge.agent_kinds` entry point group (`name = "package.module:AgentClass"`),
 each built per task by its `from_spec`."""
 
@@ -15,6 +15,7 @@ from app.agents.strategies import (
     AutoAgent,
     ChainOfThoughtAgent,
     DirectAgent,
+    MonteCarloAgent,
     TreeOfThoughtsAgent,
 )
 from app.errors import OmniForgeError
@@ -28,6 +29,7 @@ BUILTIN: dict[str, type[CoTAgent]] = {
     "cot": ChainOfThoughtAgent,
     DEFAULT_KIND: ReActAgent,
     "tot": TreeOfThoughtsAgent,
+    "mcts": MonteCarloAgent,
     "auto": AutoAgent,
 }
 

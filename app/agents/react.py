@@ -1,12 +1,13 @@
 """The autonomous ReAct agent: the model decides every step until it gives a final answer."""
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 from uuid import UUID
 
 from app.agents.base import AgentParts, CoTAgent, ToolCallingMode
-from app.agents.engine import LLMCallResult, ReasoningEngine
+from app.agents.engine import LLMCallResult, ModelToolCall, ReasoningEngine
 from app.agents.history import as_text_history
 from app.agents.images import IMAGE_FOLLOWS, IMAGE_NOT_SHOWN, image_parts
 from app.agents.models import AgentTask
@@ -144,35 +145,9 @@ class ReActAgent(CoTAgent):
                 [ToolInvocation(call.name, call.arguments) for call in calls],
                 parent_step_id=reply.step_id,
             )
-            messages.append(
-                {
-                    "role": "assistant",
-                    "content": reply.content,
-                    "tool_calls": [
-                        {
-                            "id": call.id,
-                            "type": "function",
-                            "function": {"name": call.name, "arguments": _json(call.arguments)},
-                        }
-                        for call in calls
-                    ],
-                }
-            )
-            # A tool message holds text only: the images follow them, in one user message.
-            images: list[dict[str, Any]] = []
-            for call, result in zip(calls, results, strict=True):
-                messages.append(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call.id,
-                        "content": observation(result, sees_images=sees_images),
-                    }
-                )
-                if sees_images:
-                    images.extend(image_parts(call.name, result))
+            messages.extend(tool_turn(reply.content, calls, results, sees_images=sees_images))
+            for result in results:
                 _remember(run, result)
-            if images:
-                messages.append({"role": "user", "content": images})
         await self._out_of_iterations(run)
 
     async def _reason_text(self, task: AgentTask, engine: ReasoningEngine) -> None:
@@ -410,6 +385,46 @@ def observation(result: ToolResult, *, sees_images: bool = False) -> str:
     if result.images:
         text = f"{text}\n{IMAGE_FOLLOWS if sees_images else IMAGE_NOT_SHOWN}"
     return text
+
+
+def tool_turn(
+    content: str | None,
+    calls: Sequence[ModelToolCall],
+    results: Sequence[ToolResult],
+    *,
+    sees_images: bool = False,
+) -> list[dict[str, Any]]:
+    """The messages a turn of native tool calls adds: the model's reply with its calls, then
+    each call's result; a tool message holds text only, so the images the tools handed on (to
+    a model that sees them) follow in one user message."""
+    turn: list[dict[str, Any]] = [
+        {
+            "role": "assistant",
+            "content": content,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": _json(call.arguments)},
+                }
+                for call in calls
+            ],
+        }
+    ]
+    images: list[dict[str, Any]] = []
+    for call, result in zip(calls, results, strict=True):
+        turn.append(
+            {
+                "role": "tool",
+                "tool_call_id": call.id,
+                "content": observation(result, sees_images=sees_images),
+            }
+        )
+        if sees_images:
+            images.extend(image_parts(call.name, result))
+    if images:
+        turn.append({"role": "user", "content": images})
+    return turn
 
 
 def _remember_failure(failures: dict[str, ToolResult], result: ToolResult) -> None:

@@ -30,10 +30,7 @@ class AgentApprovals(ApprovalRules):
     )
 
 
-BUILTIN_KINDS = ("direct", "cot", "react", "tot", "auto")
-"""The strategies built in, besides the kinds plugins add."""
-
-SIMPLER = ("tot", "react", "cot", "direct")
+SIMPLER = ("mcts", "tot", "react", "cot", "direct")
 """The built-in strategies from the deepest to the simplest: a strategy that fails falls back to
 the next one after it (under `auto`)."""
 
@@ -50,6 +47,21 @@ class TreeSearchOptions(_Options):
     breadth: int = Field(default=3, ge=1, le=8, description="Thoughts proposed per node.")
     depth: int = Field(default=2, ge=1, le=5, description="Levels of thoughts.")
     beam: int = Field(default=2, ge=1, le=8, description="Thoughts kept per level.")
+
+
+class MonteCarloOptions(_Options):
+    """`mcts`: each simulation selects a node by UCB1, expands it by one ReAct step, rolls it
+    out to an answer and has the model score it; the best-scored answer is the run's."""
+
+    simulations: int = Field(default=6, ge=1, le=64, description="Simulations of the search.")
+    breadth: int = Field(
+        default=2,
+        ge=1,
+        le=5,
+        description="Children a node gets before the search selects among them.",
+    )
+    max_depth: int = Field(default=3, ge=1, le=8, description="ReAct steps from the root at most.")
+    exploration: float = Field(default=1.4, ge=0, le=10, description="UCB1's exploration constant.")
 
 
 class ComplexityBand(_Options):
@@ -99,6 +111,7 @@ class StrategyOptions(_Options):
     """How the agent's strategy reasons; each kind reads its own part."""
 
     tot: TreeSearchOptions = Field(default_factory=TreeSearchOptions)
+    mcts: MonteCarloOptions = Field(default_factory=MonteCarloOptions)
     auto: AutoOptions = Field(default_factory=AutoOptions)
     min_confidence: float | None = Field(
         default=None,
@@ -121,7 +134,8 @@ class AgentSpec(BaseModel):
         pattern=KIND_PATTERN,
         description="The agent's strategy: `direct` (one call), `cot` (one call that "
         "reasons step by step first), `react` (tools in a loop; the default), `tot` (a tree of "
-        "thoughts, scored by the model), `auto` (chosen by the task's complexity, falling "
+        "thoughts, scored by the model), `mcts` (Monte Carlo tree search over ReAct steps), "
+        "`auto` (chosen by the task's complexity, falling "
         "back to simpler ones), or a kind a plugin registers under the "
         "`omniforge.agent_kinds` entry point group.",
     )

@@ -40,6 +40,9 @@ _INVALID = re.compile(r"^invalid arguments for [^:]+: (?:\w+: )?")
 # How the note `AgentTask.conversation` adds after a task with attached files begins (in
 # `app.agents.models`, which the LLM layer does not import).
 _FILES_NOTE = "Files attached to this task"
+# Notes a strategy adds after the task (a search's steps tried, its request to conclude):
+# context, not the question.
+_CONTEXT_NOTES = (_FILES_NOTE, "Steps already tried from here", "From the task and the steps")
 _REASON_CHARS = 160
 _QUOTED_TASK_CHARS = 80
 _TIME_QUESTION = re.compile(
@@ -84,6 +87,9 @@ def respond(
     if "Action Input:" in system:
         names = {name for name in (CALCULATOR, CURRENT_TIME) if f"{name}:" in system}
         return _respond_react(messages, names, schema)
+    if any(message.get("role") == "tool" for message in messages):
+        # Asked to conclude, without tools, a conversation that used them: from their results.
+        return _respond_native(messages, {CALCULATOR, CURRENT_TIME}, schema)
     first = _task_index(messages, last=False)
     if first >= 0:
         task = _text(messages[first])
@@ -274,7 +280,7 @@ def _task_index(messages: list[dict[str, Any]], *, last: bool) -> int:
     indexes = range(len(messages) - 1, -1, -1) if last else range(len(messages))
     for index in indexes:
         message = messages[index]
-        if message.get("role") == "user" and not _text(message).startswith(_FILES_NOTE):
+        if message.get("role") == "user" and not _text(message).startswith(_CONTEXT_NOTES):
             return index
     return -1
 

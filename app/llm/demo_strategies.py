@@ -35,8 +35,10 @@ def strategy_reply(system: str, task: str, steps: str, final: Callable[[str], st
         fresh = [thought for thought in _thoughts(need) if thought not in steps]
         return json.dumps({"thoughts": (fresh or _thoughts(need)[-1:])[: max(1, breadth)]})
     if '{"score":' in system:
-        promising = "tool" in steps.rsplit("\n", 1)[-1]
-        score, reason = (0.7, "it names the tool") if promising else (0.4, "it stays general")
+        # What is judged comes last: a search's newest step, or the answer after the task.
+        judged = (steps or task).rstrip().rsplit("\n", 1)[-1]
+        promising = "=" in judged or ("tool" in judged and "needs the" not in judged)
+        score, reason = (0.7, "it uses a tool's result") if promising else (0.4, "it stays general")
         return json.dumps({"score": score, "reason": reason})
     if "`Answer:`" in system:
         answer = final(_answer(need))

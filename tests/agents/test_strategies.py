@@ -10,7 +10,13 @@ import pytest
 
 from app.agents import AgentRuntime, AgentSpec, AgentTask
 from app.agents.runtime import RuntimeSettings
-from app.agents.spec import AutoOptions, ComplexityBand, StrategyOptions, TreeSearchOptions
+from app.agents.spec import (
+    AutoOptions,
+    ComplexityBand,
+    MonteCarloOptions,
+    StrategyOptions,
+    TreeSearchOptions,
+)
 from app.agents.strategies.auto import heuristic
 from app.agents.strategies.simple import split_reasoning
 from app.chain import (
@@ -28,7 +34,7 @@ from app.config import Settings
 from app.governance.budgets import BudgetGuard
 from app.tools.builtin import CalculatorTool, CurrentTimeTool
 from tests.factories import fake_deployment, runtime_for
-from tests.fakes.openai_server import FakeLLMServer, RecordedRequest, Reply
+from tests.fakes.openai_server import FakeLLMServer, RecordedRequest, Reply, ToolCall
 
 MODEL = "strategy-model"
 ORDER = {"type": "object", "properties": {"total": {"type": "number"}}, "required": ["total"]}
@@ -373,6 +379,9 @@ async def test_the_demo_model_speaks_every_strategy(demo_runtime: AgentRuntime) 
         assert "needs the calculator tool" in (_answer(events) or ""), kind
     chosen = _records(chain, StrategyEvent.PATH_CHOSEN)[0]
     assert "calculator" in _info(chosen).thought
+    # A search over ReAct steps may call the calculator, and answers from its result.
+    events, chain = await _run(demo_runtime, AgentSpec(kind="mcts"), "What is 12*(3+4)?")
+    assert _answer(events) == "12 * (3 + 4) = 84."
     spec = AgentSpec(kind="cot", response_format=ORDER)
     events, _chain = await _run(demo_runtime, spec, "What is 12*(3+4)?")
     [completed] = [e for e in events if isinstance(e, ChainCompletedEvent)]
@@ -416,3 +425,63 @@ async def test_a_resumed_tree_search_repeats_no_stored_call(
     ]
     made = ["rate" if "rate how" in _system(r) else "answer" for r in fake_llm.requests_for(MODEL)]
     assert made == ["rate"] * (4 - stored_scores) + ["answer"]
+
+
+async def test_mcts_simulates_expands_rolls_out_and_scores(
+    runtime: AgentRuntime, fake_llm: FakeLLMServer
+) -> None:
+    """Three simulations, breadth 2: the root is expanded twice (a calculator call, then a
+    wrong answer, told the first was tried), then UCB1 picks the better-scored calculator node
+    and expands it to an answer. Each new node that did not answer is rolled out; every
+    answer is scored; the best-scored answer and its path are the run's."""
+    fake_llm.script(
+        MODEL,
+        Reply.tool_calls([ToolCall("calculator", {"expression": "12*7"})]),
+        Reply.text("84"),  # the calculator node's rollout
+        Reply.text('{"score": 0.6, "reason": "checked by the tool"}'),
+        Reply.text("Answer: 80"),
+        Reply.text('{"score": 0.2, "reason": "a guess"}'),
+        Reply.text("It is 84.\nAnswer: 84"),
+        Reply.text('{"score": 0.9, "reason": "right"}'),
+    )
+    options = StrategyOptions(mcts=MonteCarloOptions(simulations=3, breadth=2, max_depth=2))
+    events, chain = await _run(runtime, AgentSpec(kind="mcts", strategy=options), "12*(3+4)?")
+    assert _answer(events) == "84"
+    requests = fake_llm.requests_for(MODEL)
+    shape = []
+    for request in requests:
+        system = _system(request)
+        shape.append(
+            "judge"
+            if "You judge answers" in system
+            else "rollout"
+            if "without tools" in _last_user(request)
+            else "expand"
+        )
+    assert shape == ["expand", "rollout", "judge", "expand", "judge", "expand", "judge"]
+    offered = {tool["function"]["name"] for tool in requests[0].body["tools"]}
+    idempotent = {
+        d.name for d in runtime.registry.list_tools() if d.idempotent and d.type.value != "llm"
+    }
+    assert offered == idempotent
+    assert "calculator" in offered
+    assert "Steps already tried from here" in _last_user(requests[3])
+    assert 'calculator {"expression": "12*7"}' in _last_user(requests[3])
+    assert [m["role"] for m in requests[5].body["messages"][-2:]] == ["assistant", "tool"]
+    nodes = _records(chain, StrategyEvent.THOUGHT)
+    assert [_info(n).thought for n in nodes] == [
+        'calculator {"expression": "12*7"}',
+        "answer: 80",
+        "It is 84. → answer: 84",
+    ]
+    assert [n.parent_step_id for n in nodes] == [None, None, nodes[0].id]
+    scores = _records(chain, StrategyEvent.THOUGHT_SCORED)
+    assert [(s.parent_step_id, _detail(s)["score"], _detail(s)["answer"]) for s in scores] == [
+        (nodes[0].id, 0.6, "84"),
+        (nodes[1].id, 0.2, "80"),
+        (nodes[2].id, 0.9, "84"),
+    ]
+    [chosen] = _records(chain, StrategyEvent.PATH_CHOSEN)
+    assert _detail(chosen)["path"] == [str(nodes[0].id), str(nodes[2].id)]
+    assert _info(chosen).confidence == 0.9
+    fake_llm.verify()

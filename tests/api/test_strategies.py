@@ -88,7 +88,7 @@ async def test_a_task_naming_a_strategy_the_service_lacks_is_refused(
         response = await client.post("/api/v1/tasks", json={"input": "Hi.", "kind": kind})
     body = assert_invalid(response, "body.kind")
     if kind == "planner":
-        assert "available: auto, cot, direct, react, tot" in json.dumps(body)
+        assert "available: auto, cot, direct, mcts, react, tot" in json.dumps(body)
     assert service.fake_llm.requests_for(MODEL) == []
 
 

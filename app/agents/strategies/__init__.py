@@ -1,8 +1,9 @@
-"""The built-in strategies besides ReAct: `direct`, `cot`, `tot`, and `auto`, which chooses
+"""The built-in strategies besides ReAct: `direct`, `cot`, `tot`, `mcts`, and `auto`, which chooses
 among them by the task's complexity and falls back to simpler ones."""
 
 from app.agents.strategies.auto import AutoAgent
 from app.agents.strategies.common import Answer, StrategyAgent
+from app.agents.strategies.mcts import MonteCarloAgent
 from app.agents.strategies.simple import ChainOfThoughtAgent, DirectAgent
 from app.agents.strategies.tot import TreeOfThoughtsAgent
 
@@ -11,6 +12,7 @@ __all__ = [
     "AutoAgent",
     "ChainOfThoughtAgent",
     "DirectAgent",
+    "MonteCarloAgent",
     "StrategyAgent",
     "TreeOfThoughtsAgent",
 ]

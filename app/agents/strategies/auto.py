@@ -13,14 +13,15 @@ they would any run."""
 
 import re
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Self
 
 from app.agents.base import AgentParts, CoTAgent
 from app.agents.engine import ReasoningEngine
 from app.agents.models import AgentTask
 from app.agents.react import ReActAgent
 from app.agents.spec import SIMPLER, AgentSpec, StrategyOptions
-from app.agents.strategies.common import StrategyAgent, json_object, score_of
+from app.agents.strategies.common import StrategyAgent, json_object, score_of, task_text
+from app.agents.strategies.mcts import MonteCarloAgent
 from app.agents.strategies.simple import ChainOfThoughtAgent, DirectAgent
 from app.agents.strategies.tot import TreeOfThoughtsAgent
 from app.chain import BudgetLimit, ErrorCode, StrategyEvent
@@ -51,6 +52,7 @@ _STRATEGIES: dict[str, type[StrategyAgent]] = {
     "direct": DirectAgent,
     "cot": ChainOfThoughtAgent,
     "tot": TreeOfThoughtsAgent,
+    "mcts": MonteCarloAgent,
 }
 _DEEP_WORDS = re.compile(
     r"\b(plan|steps?|compare|analy[sz]e|research|design|evaluate|investigate|strategy|"
@@ -165,7 +167,7 @@ class AutoAgent(CoTAgent):
             return heuristic(task, "the agent asks for the heuristic")
         messages = [
             {"role": "system", "content": ASSESS_PROMPT},
-            {"role": "user", "content": _task_text(task)},
+            {"role": "user", "content": task_text(task)},
         ]
         reply = await engine.call_llm(messages=messages, temperature=0, stream=False)
         if not reply.success:
@@ -201,8 +203,11 @@ class AutoAgent(CoTAgent):
         return tokens is None or per_call * calls <= tokens
 
     def _calls(self, name: str) -> int:
-        """The fewest LLM calls `name` makes: a search's full tree, ReAct's tool round and
-        answer, one for the others."""
+        """The LLM calls `name` makes: a search's full tree (an MCTS simulation's step,
+        rollout and score), ReAct's tool round and answer at the fewest, one for the
+        others."""
+        if name == "mcts":
+            return 3 * self.options.mcts.simulations
         if name == "tot":
             tot = self.options.tot
             first = 1 + tot.breadth
@@ -216,7 +221,7 @@ class AutoAgent(CoTAgent):
 def heuristic(task: AgentTask, why: str) -> Assessment:
     """A complexity from the task's wording alone: its length, how many questions it asks,
     words of multi-step work, words that call for tools."""
-    text = _task_text(task)
+    text = task_text(task)
     words = len(text.split())
     score = 0.1
     score += 0.15 if words > 40 else 0.0
@@ -226,18 +231,3 @@ def heuristic(task: AgentTask, why: str) -> Assessment:
     score += 0.2 if _TOOL_WORDS.search(text) else 0.0
     complexity = round(min(1.0, score), 2)
     return Assessment(complexity, f"from the task's wording ({why})", "heuristic")
-
-
-def _task_text(task: AgentTask) -> str:
-    parts: list[str] = []
-    for message in task.conversation():
-        content: Any = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts.extend(
-                part["text"]
-                for part in content
-                if isinstance(part, dict) and isinstance(part.get("text"), str)
-            )
-    return "\n".join(parts)

@@ -135,6 +135,11 @@ class StrategyAgent(CoTAgent):
             parts.append(form.instructions(text_format=False))
         return "\n\n".join(part for part in parts if part)
 
+    def system_prompt_plain(self, prompt: str) -> str:
+        """A search step's system prompt: the agent's instructions, then the step's own (the
+        answer's schema is for the answer alone)."""
+        return "\n\n".join(part for part in (self.instructions, prompt) if part)
+
     def conversation(self, task: AgentTask, system: str) -> list[dict[str, Any]]:
         return [{"role": "system", "content": system}, *task.history, *task.conversation()]
 
@@ -197,3 +202,33 @@ def score_of(value: Any) -> float | None:
     if isinstance(value, int | float) and 0 <= value <= 1:
         return float(value)
     return None
+
+
+def judgement(reply: LLMCallResult) -> tuple[float, str]:
+    """A scoring reply (`{"score", "reason"}`) as (score, reason); an unreadable one, or a
+    failed call, scores 0 and says why."""
+    if not reply.success:
+        info = reply.result.info
+        return 0.0, f"not scored: the call failed ({info.error_code})"
+    document = json_object(reply.content or "") or {}
+    score = score_of(document.get("score"))
+    if score is None:
+        return 0.0, "not scored: the reply held no score from 0 to 1"
+    reason = document.get("reason")
+    return score, reason.strip() if isinstance(reason, str) and reason.strip() else "no reason"
+
+
+def task_text(task: AgentTask) -> str:
+    """The text of a task's messages (its parts of text, in order)."""
+    parts: list[str] = []
+    for message in task.conversation():
+        content: Any = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(
+                part["text"]
+                for part in content
+                if isinstance(part, dict) and isinstance(part.get("text"), str)
+            )
+    return "\n".join(parts)

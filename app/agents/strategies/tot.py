@@ -8,7 +8,6 @@ is a `thought_scored` step under it, the path answered from a `path_chosen` step
 proposals are one batch of calls, its scores another: recorded in order, so a resumed run
 repeats them step for step."""
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,7 @@ from app.agents.strategies.common import (
     Answer,
     StrategyAgent,
     json_object,
-    score_of,
+    judgement,
     succeeded,
 )
 from app.chain import ErrorCode, StrategyEvent
@@ -135,7 +134,7 @@ class TreeOfThoughtsAgent(StrategyAgent):
         replies = await engine.call_llms(requests, temperature=0)
         nodes = []
         for (parent, thought, step_id), reply in zip(candidates, replies, strict=True):
-            score, reason = _judgement(reply)
+            score, reason = judgement(reply)
             engine.add_thinking(
                 f"{score:.2f}: {reason}",
                 confidence=score,
@@ -146,11 +145,6 @@ class TreeOfThoughtsAgent(StrategyAgent):
             path = () if parent is None else (*parent.path, parent)
             nodes.append(_Node(step_id, thought, score, path))
         return nodes
-
-    def system_prompt_plain(self, prompt: str) -> str:
-        """A search call's system prompt: the agent's instructions, then the step's own
-        (the answer's schema is for the answer alone)."""
-        return "\n\n".join(part for part in (self.instructions, prompt) if part)
 
     def _messages(
         self,
@@ -179,18 +173,3 @@ def _proposals(reply: LLMCallResult) -> list[str]:
     else:
         items = [match["item"] for match in _LISTED.finditer(content)]
     return [item.strip() for item in items if item.strip()]
-
-
-def _judgement(reply: LLMCallResult) -> tuple[float, str]:
-    """A score reply as (score, reason); an unreadable one, or a failed call, scores 0."""
-    if not reply.success:
-        info = reply.result.info
-        return 0.0, f"not scored: the call failed ({info.error_code})"
-    document = json_object(reply.content or "") or {}
-    score = score_of(document.get("score"))
-    if score is None:
-        return 0.0, "not scored: the reply held no score from 0 to 1"
-    reason = document.get("reason")
-    return score, reason.strip() if isinstance(reason, str) and reason.strip() else json.dumps(
-        document, ensure_ascii=False
-    )
