@@ -257,12 +257,13 @@ class ReasoningEngine:
         max_tokens: int | None = None,
         response_format: dict[str, Any] | None = None,
         parent_step_id: UUID | None = None,
+        model: str | None = None,
     ) -> list[LLMCallResult]:
-        """Independent calls of the default model, one per conversation of `requests`, made
-        concurrently (a search's proposals, its evaluations): their calls are recorded first,
-        in order, then their results in the same order, so a resumed run repeats them step
-        for step. Nothing of their replies is streamed; their conversations are recorded
-        whole (not compacted against one another)."""
+        """Independent calls of `model` (default: the run's), one per conversation of
+        `requests`, made concurrently (a search's proposals, its evaluations): their calls
+        are recorded first, in order, then their results in the same order, so a resumed run
+        repeats them step for step. Nothing of their replies is streamed; their conversations
+        are recorded whole (not compacted against one another)."""
         optional = {
             "temperature": temperature,
             "max_tokens": max_tokens or self._max_output_tokens,
@@ -272,7 +273,7 @@ class ReasoningEngine:
         invocations = []
         for messages in requests:
             conversation = list(messages)
-            arguments = {"model": self.default_model, "messages": conversation, **shared}
+            arguments = {"model": model or self.default_model, "messages": conversation, **shared}
             plain = without_images(conversation)
             recorded = None if plain is None else {**arguments, "messages": plain}
             invocations.append(
@@ -348,14 +349,19 @@ class ReasoningEngine:
         max_tokens: int | None = None,
         response_format: dict[str, Any] | None = None,
         added_input_tokens: int = 0,
+        model: str | None = None,
     ) -> CallEstimate | None:
         """What the budget guard will estimate for `call_llm(messages=...)` with these
         arguments: prompt tokens counted, the output cap as output, the dearest model that
-        may answer. `added_input_tokens`: what the prompt will hold beyond `messages` by
-        then. None when no such call can be made (no LLM tool, an unknown model)."""
+        may answer `model` (default: the run's). `added_input_tokens`: what the prompt will
+        hold beyond `messages` by then. None when no such call can be made (no LLM tool, an
+        unknown model)."""
         if self._llm is None:
             return None
-        arguments: dict[str, Any] = {"model": self.default_model, "messages": list(messages)}
+        arguments: dict[str, Any] = {
+            "model": model or self.default_model,
+            "messages": list(messages),
+        }
         optional = {
             "tools": list(tools) if tools else None,
             "max_tokens": max_tokens or self._max_output_tokens,

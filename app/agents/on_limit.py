@@ -68,17 +68,18 @@ class FinalCallReserve:
     text_format: bool
 
     async def stop_before(
-        self, messages: list[dict[str, Any]], tools: list[str] | None
+        self, messages: list[dict[str, Any]], tools: list[str] | None, *, calls: int = 1
     ) -> StopReason | None:
-        """The budget that calls for the final call instead of an ordinary call with
-        `messages` and `tools`; None while both still fit."""
+        """The budget that calls for the final call instead of `calls` ordinary calls with
+        about `messages` and `tools` (each priced as one with `messages`); None while they
+        and the final call still fit."""
         chain = self.engine.chain
         budget = chain.budget
         if budget is None:
             return None
         used = chain.usage()
-        # The pending call and the final one.
-        if budget.max_llm_calls is not None and used.llm_calls + 2 > budget.max_llm_calls:
+        # The pending calls and the final one.
+        if budget.max_llm_calls is not None and used.llm_calls + calls + 1 > budget.max_llm_calls:
             return "max_llm_calls"
         if budget.max_tokens is None and budget.max_cost_usd is None:
             return None
@@ -96,20 +97,49 @@ class FinalCallReserve:
         if final is None:
             return None
         if budget.max_tokens is not None:
-            needed = _tokens(ordinary) + _tokens(final)
+            needed = _tokens(ordinary) * calls + _tokens(final)
             if used.tokens + needed > budget.max_tokens:
                 return "max_tokens"
         if budget.max_cost_usd is not None and ordinary.cost_usd is not None:
             # An unpriced model cannot be kept back for; the guard refuses its calls anyway.
-            needed_usd = ordinary.cost_usd + (final.cost_usd or Decimal(0))
+            needed_usd = ordinary.cost_usd * calls + (final.cost_usd or Decimal(0))
             if used.cost_usd + needed_usd > budget.max_cost_usd:
                 return "max_cost_usd"
         return None
 
-    async def final_max_tokens(self, messages: list[dict[str, Any]]) -> int | None:
-        """The output cap of the final call with `messages`: the agent's own when it fits
-        what remains of the budget, else the most that fits (None: the agent's own; the
-        guard then refuses a call that cannot fit at all)."""
+    async def affords_final(self, messages: list[dict[str, Any]], model: str | None = None) -> bool:
+        """Whether what remains of the budget pays for the final call with `messages` on
+        `model` (default: the run's), its answer at least `FINAL_MIN_TOKENS` long."""
+        budget = self.engine.chain.budget
+        if budget is None:
+            return True
+        used = self.engine.chain.usage()
+        if budget.max_llm_calls is not None and used.llm_calls + 1 > budget.max_llm_calls:
+            return False
+        if budget.max_tokens is None and budget.max_cost_usd is None:
+            return True
+        estimate = await self.engine.estimate_llm(
+            messages,
+            max_tokens=min(FINAL_MIN_TOKENS, self.max_tokens or FINAL_MIN_TOKENS),
+            response_format=self.response_format,
+            model=model,
+        )
+        if estimate is None:
+            return True
+        if budget.max_tokens is not None and used.tokens + _tokens(estimate) > budget.max_tokens:
+            return False
+        return (
+            budget.max_cost_usd is None
+            or estimate.cost_usd is None
+            or used.cost_usd + estimate.cost_usd <= budget.max_cost_usd
+        )
+
+    async def final_max_tokens(
+        self, messages: list[dict[str, Any]], model: str | None = None
+    ) -> int | None:
+        """The output cap of the final call with `messages` (on `model`, default: the run's):
+        the agent's own when it fits what remains of the budget, else the most that fits
+        (None: the agent's own; the guard then refuses a call that cannot fit at all)."""
         budget = self.engine.chain.budget
         if budget is None or (budget.max_tokens is None and budget.max_cost_usd is None):
             return None
@@ -117,7 +147,10 @@ class FinalCallReserve:
 
         async def fits(max_tokens: int | None) -> tuple[bool, int]:
             estimate = await self.engine.estimate_llm(
-                messages, max_tokens=max_tokens, response_format=self.response_format
+                messages,
+                max_tokens=max_tokens,
+                response_format=self.response_format,
+                model=model,
             )
             if estimate is None:
                 return True, 0

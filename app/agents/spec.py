@@ -152,6 +152,14 @@ class AgentSpec(BaseModel):
     model: str | None = Field(
         default=None, min_length=1, max_length=255, description="A model of the model list."
     )
+    fallback_model: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="A cheaper model of the model list a run steps down to near its budget's "
+        "limit: `auto` runs on it when the budget left cannot pay for one call on the run's "
+        "model, and with `on_limit: answer` the last answer is made on it when that is so.",
+    )
     tools: list[ToolEntry] | None = Field(
         default=None,
         max_length=128,

@@ -219,14 +219,18 @@ def check_definition(
     if definition.kind not in runtime.kinds:
         known = ", ".join(runtime.kinds.names())
         problems.append(FieldError("kind", f"unknown kind {definition.kind!r} ({known})"))
-    model = definition.model
-    if model is not None:
+    for field, model in (
+        ("model", definition.model),
+        ("fallback_model", definition.fallback_model),
+    ):
+        if model is None:
+            continue
         configured = runtime.gateway.model_names()
         if model not in configured:
             message = f"unknown model {model!r}; available: {', '.join(configured)}"
-            problems.append(FieldError("model", message))
+            problems.append(FieldError(field, message))
         elif not tenant.models.approves(model):
-            problems.append(FieldError("model", f"{model!r} is not approved for this tenant"))
+            problems.append(FieldError(field, f"{model!r} is not approved for this tenant"))
     enabled = tenant.enabled_tools
     seen: set[str] = set()
     for index, entry in enumerate(definition.tools or []):

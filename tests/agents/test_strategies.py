@@ -3,6 +3,7 @@ searches a tree of the model's thoughts with the model's scores, and `auto` choo
 by the task's complexity and what the budget can pay, falling back to simpler ones."""
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -484,4 +485,73 @@ async def test_mcts_simulates_expands_rolls_out_and_scores(
     [chosen] = _records(chain, StrategyEvent.PATH_CHOSEN)
     assert _detail(chosen)["path"] == [str(nodes[0].id), str(nodes[2].id)]
     assert _info(chosen).confidence == 0.9
+    fake_llm.verify()
+
+
+async def test_a_tree_search_near_its_limit_answers_from_its_best_path_within_budget(
+    runtime: AgentRuntime, fake_llm: FakeLLMServer
+) -> None:
+    """Six LLM calls allowed: the first level (a proposal, two scores) fits with the answer
+    kept back, the second (two proposals, four scores) does not; with `on_limit: answer` the
+    search stops there and answers from the best path so far, told why, `incomplete`."""
+    fake_llm.script_matching(MODEL, (PROPOSE, "(none yet)"), _proposals("use A", "use B"))
+    for thought, value in {"use A": 0.9, "use B": 0.4}.items():
+        fake_llm.script_matching(MODEL, (RATE, f"1. {thought}"), _score(value))
+    fake_llm.script_matching(MODEL, ("final answer to the task",), Reply.text("A it is"))
+    options = StrategyOptions(tot=TreeSearchOptions(breadth=2, depth=2, beam=2))
+    spec = AgentSpec(kind="tot", strategy=options, on_limit="answer")
+    events, chain = await _run(runtime, spec, "Solve it.", Budget(max_llm_calls=6))
+    [completed] = [e for e in events if isinstance(e, ChainCompletedEvent)]
+    assert (completed.answer, completed.stop_reason) == ("A it is", "max_llm_calls")
+    requests = fake_llm.requests_for(MODEL)
+    assert len(requests) == 4
+    assert "only one more model call" in _last_user(requests[-1])
+    assert "1. use A" in json.dumps(requests[-1].body["messages"])
+    [chosen] = _records(chain, StrategyEvent.PATH_CHOSEN)
+    assert _info(chosen).thought.endswith("use A")
+    fake_llm.verify()
+
+
+async def test_a_monte_carlo_search_near_its_limit_answers_with_its_best_so_far(
+    runtime: AgentRuntime, fake_llm: FakeLLMServer
+) -> None:
+    """Four LLM calls allowed: one simulation (a step, its rollout, its score) fits with an
+    answer kept back, a second does not; the search ends with the answer it has scored, no
+    call more, `incomplete`."""
+    fake_llm.script(
+        MODEL,
+        Reply.text("First, 3+4 is 7."),
+        Reply.text("84"),
+        Reply.text('{"score": 0.7, "reason": "plausible"}'),
+    )
+    options = StrategyOptions(mcts=MonteCarloOptions(simulations=3, breadth=2, max_depth=2))
+    spec = AgentSpec(kind="mcts", strategy=options, on_limit="answer")
+    events, chain = await _run(runtime, spec, "12*(3+4)?", Budget(max_llm_calls=4))
+    [completed] = [e for e in events if isinstance(e, ChainCompletedEvent)]
+    assert (completed.answer, completed.stop_reason) == ("84", "max_llm_calls")
+    assert len(fake_llm.requests_for(MODEL)) == 3
+    assert chain.usage().llm_calls == 3
+    fake_llm.verify()
+
+
+async def test_auto_steps_down_to_the_fallback_model_the_budget_can_pay_for(
+    fake_llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    """A call on the agent's model would cost more than the whole budget (its output cap at
+    its price), one on its fallback model far less: the task is scored without a call, runs
+    `direct` on the fallback model, and is never over the budget."""
+    big = fake_deployment(fake_llm, "big", input_cost="0.001", output_cost="0.001")
+    small = fake_deployment(fake_llm, "small", input_cost="0.0000001", output_cost="0.0000001")
+    runtime = runtime_for(tmp_path, [big, small], default_model="big")
+    fake_llm.script("small", Reply.text("cheap answer"))
+    spec = AgentSpec(kind="auto", model="big", fallback_model="small", max_output_tokens=1000)
+    events, chain = await _run(runtime, spec, "Say hi.", Budget(max_cost_usd=Decimal("0.5")))
+    assert _answer(events) == "cheap answer"
+    assert fake_llm.requests_for("big") == []
+    [assessed] = _records(chain, StrategyEvent.COMPLEXITY_ASSESSED)
+    assert _detail(assessed)["method"] == "heuristic"
+    [selected] = _records(chain, StrategyEvent.STRATEGY_SELECTED)
+    assert (_detail(selected)["strategy"], _detail(selected)["model"]) == ("direct", "small")
+    assert _detail(selected)["excluded"] == []
+    assert chain.usage().cost_usd <= Decimal("0.5")
     fake_llm.verify()

@@ -135,3 +135,20 @@ async def test_an_agents_strategy_options_change_in_a_new_version(
     assert patched.json()["strategy"]["min_confidence"] == 0.4
     assert reset.json()["version"] == 3
     assert reset.json()["strategy"] is None
+
+
+async def test_a_fallback_model_must_be_one_the_tenant_may_run(
+    service: Service, tenant: str
+) -> None:
+    async with service.client(tenant, sub="root", roles=ADMIN) as admin:
+        unknown = await admin.post(
+            "/api/v1/agents", json={"name": "thrifty", "fallback_model": "no-such-model"}
+        )
+        known = await admin.post(
+            "/api/v1/agents", json={"name": "thrifty", "kind": "auto", "fallback_model": MODEL}
+        )
+    assert "unknown model 'no-such-model'" in json.dumps(
+        assert_invalid(unknown, "body.fallback_model")
+    )
+    assert known.status_code == 201, known.text
+    assert known.json()["fallback_model"] == MODEL

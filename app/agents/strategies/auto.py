@@ -116,6 +116,16 @@ class AutoAgent(CoTAgent):
         why = f"complexity {assessment.complexity:.2f} maps to {chosen}"
         if excluded:
             why += f"; the budget left cannot pay for {', '.join(excluded)}"
+        # Not even one call on the run's model: the agent's cheaper model, if it can pay.
+        model = None
+        fallback = self.spec.fallback_model
+        if (
+            fallback is not None
+            and not await self._affordable("direct", engine)
+            and await self._affordable("direct", engine, fallback)
+        ):
+            model = fallback
+            why += f"; on {fallback}, the agent's fallback model, which it can pay for"
         engine.add_thinking(
             f"Strategy {order[0]}: {why}",
             event=StrategyEvent.STRATEGY_SELECTED,
@@ -124,11 +134,12 @@ class AutoAgent(CoTAgent):
                 "complexity": assessment.complexity,
                 "table": chosen,
                 "excluded": excluded,
+                "model": model,
             },
         )
         for index, name in enumerate(order):
             try:
-                await self._run(name, task, engine)
+                await self._run(name, task, engine, model)
                 return
             except ChainAbort as exc:
                 last = index == len(order) - 1
@@ -147,9 +158,12 @@ class AutoAgent(CoTAgent):
                     },
                 )
 
-    async def _run(self, name: str, task: AgentTask, engine: ReasoningEngine) -> None:
+    async def _run(
+        self, name: str, task: AgentTask, engine: ReasoningEngine, model: str | None
+    ) -> None:
         agent = self.build(name)
         if isinstance(agent, StrategyAgent):
+            agent.model = model
             answer = await agent.solve(task, engine)
             await agent.conclude(engine, answer, min_confidence=self.options.min_confidence)
         else:
@@ -169,6 +183,9 @@ class AutoAgent(CoTAgent):
             {"role": "system", "content": ASSESS_PROMPT},
             {"role": "user", "content": task_text(task)},
         ]
+        # The assessment must leave the budget at least one call for the answer.
+        if not await self._affordable_calls(engine, 2):
+            return heuristic(task, "the budget left is kept for the answer")
         reply = await engine.call_llm(messages=messages, temperature=0, stream=False)
         if not reply.success:
             info = reply.result.info
@@ -181,19 +198,26 @@ class AutoAgent(CoTAgent):
         stated = reason.strip() if isinstance(reason, str) and reason.strip() else "no reason"
         return Assessment(complexity, stated, "model")
 
-    async def _affordable(self, name: str, engine: ReasoningEngine) -> bool:
+    async def _affordable(
+        self, name: str, engine: ReasoningEngine, model: str | None = None
+    ) -> bool:
         """Whether what is left of the run's budget can pay for `name`'s calls, each as the
-        budget's guard estimates a call of the task's conversation."""
+        budget's guard estimates a call of the task's conversation on `model` (default: the
+        run's)."""
+        return await self._affordable_calls(engine, self._calls(name), model)
+
+    async def _affordable_calls(
+        self, engine: ReasoningEngine, calls: int, model: str | None = None
+    ) -> bool:
         left = engine.chain.left()
         if not left:
             return True
-        calls = self._calls(name)
         llm_calls = left.get(BudgetLimit.MAX_LLM_CALLS)
         if llm_calls is not None and calls > llm_calls:
             return False
         if BudgetLimit.MAX_COST_USD not in left and BudgetLimit.MAX_TOKENS not in left:
             return True
-        estimate = await engine.estimate_llm(engine.task.conversation())
+        estimate = await engine.estimate_llm(engine.task.conversation(), model=model)
         if estimate is None:
             return True
         cost, tokens = left.get(BudgetLimit.MAX_COST_USD), left.get(BudgetLimit.MAX_TOKENS)

@@ -11,14 +11,17 @@ from uuid import UUID
 from app.agents.base import AgentParts, CoTAgent
 from app.agents.engine import LLMCallResult, ReasoningEngine
 from app.agents.models import AgentTask
+from app.agents.on_limit import FinalCallReserve, limit_message
 from app.agents.output import InvalidResponseFormat, OutputFormat
-from app.agents.spec import AgentSpec, StrategyOptions
+from app.agents.spec import AgentSpec, OnLimit, StrategyOptions
 from app.chain import ErrorCode
 from app.chain.errors import ChainAbort
+from app.chain.models import StopReason
 from app.llm import LLMGateway
 from app.tools.executor import ToolExecutor
 
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+ANSWER_LINE = re.compile(r"^[ \t]*\**answer\**[ \t]*:[ \t]*", re.IGNORECASE | re.MULTILINE)
 
 
 class LowConfidence(ChainAbort):
@@ -42,6 +45,8 @@ class Answer:
     text: str
     sources: list[UUID] = field(default_factory=list)
     confidence: float | None = None
+    # The budget limit the run answered at instead of going on (`on_limit: answer`).
+    stop_reason: StopReason | None = None
 
 
 class StrategyAgent(CoTAgent):
@@ -62,6 +67,8 @@ class StrategyAgent(CoTAgent):
         instructions: str | None = None,
         response_format: dict[str, Any] | None = None,
         options: StrategyOptions | None = None,
+        on_limit: OnLimit = "fail",
+        fallback_model: str | None = None,
     ) -> None:
         super().__init__(executor, default_model=default_model, max_output_tokens=max_output_tokens)
         self.gateway = gateway
@@ -69,6 +76,11 @@ class StrategyAgent(CoTAgent):
         self.instructions = instructions
         self.response_format = response_format
         self.options = options or StrategyOptions()
+        self.on_limit = on_limit
+        self.fallback_model = fallback_model
+        # The model of every call this strategy makes; None: the run's (`auto` steps down to
+        # the fallback model by setting it).
+        self.model: str | None = None
 
     @classmethod
     def from_spec(cls, spec: AgentSpec, parts: AgentParts) -> Self:
@@ -81,6 +93,8 @@ class StrategyAgent(CoTAgent):
             instructions=spec.instructions,
             response_format=spec.response_format,
             options=spec.strategy,
+            on_limit=spec.on_limit,
+            fallback_model=spec.fallback_model,
         )
 
     async def reason(self, task: AgentTask, engine: ReasoningEngine) -> None:
@@ -94,26 +108,87 @@ class StrategyAgent(CoTAgent):
         self, engine: ReasoningEngine, answer: Answer, *, min_confidence: float | None = None
     ) -> None:
         """Ends the run with `answer` once it matches the `response_format` (and, when
-        given, is at least `min_confidence` sure); raises `ChainAbort` otherwise."""
+        given, is at least `min_confidence` sure); raises `ChainAbort` otherwise. An answer
+        made at a limit (`stop_reason`) is the run's last: one that misses the format stays
+        the result, without an output, and the run ends `incomplete`."""
         output = None
         form = self.output_format()
         if form is not None:
             check = await engine.in_thread(form.check, answer.text)
-            if not check.valid:
+            errors = "; ".join(check.errors)
+            if not check.valid and answer.stop_reason is None:
                 raise ChainAbort(
                     ErrorCode.INVALID_OUTPUT,
                     f"the {self.strategy} answer does not match the agent's response_format: "
-                    f"{'; '.join(check.errors)}",
+                    f"{errors}",
                     details={"errors": list(check.errors)},
+                )
+            if not check.valid:
+                engine.add_thinking(
+                    "The final answer does not match the response format; it stays the "
+                    f"result, without an output: {errors}"
                 )
             output = check.value
         if (
             min_confidence is not None
+            and answer.stop_reason is None
             and answer.confidence is not None
             and answer.confidence < min_confidence
         ):
             raise LowConfidence(answer.confidence, min_confidence)
-        engine.add_synthesis(answer.text, answer.sources, output=output)
+        engine.add_synthesis(
+            answer.text, answer.sources, output=output, stop_reason=answer.stop_reason
+        )
+
+    async def limit_reached(
+        self,
+        engine: ReasoningEngine,
+        messages: list[dict[str, Any]],
+        *,
+        calls: int = 1,
+        tools: list[str] | None = None,
+    ) -> StopReason | None:
+        """With `on_limit: answer`, the budget limit that calls for the final answer now
+        instead of `calls` more calls of about `messages`; None while they and the final
+        call fit, and always with `on_limit: fail` (the guard then ends the run at the
+        limit)."""
+        if self.on_limit != "answer":
+            return None
+        return await self.reserve(engine).stop_before(messages, tools, calls=calls)
+
+    async def final_answer(
+        self,
+        engine: ReasoningEngine,
+        messages: list[dict[str, Any]],
+        reason: StopReason,
+        sources: list[UUID],
+        *,
+        parent_step_id: UUID | None = None,
+    ) -> Answer:
+        """The run's last call, without tools: the model is told why and answers from what
+        `messages` hold, and the run ends `incomplete` with `reason`. It is made on the
+        agent's `fallback_model` when the budget left cannot pay for the shortest answer on
+        the run's own, its output capped to what the budget leaves."""
+        prompt = [*messages, limit_message(reason, None, text_format=False)]
+        reserve = self.reserve(engine)
+        model = self.model
+        if self.fallback_model is not None and not await reserve.affords_final(prompt, model):
+            model = self.fallback_model
+        max_tokens = await reserve.final_max_tokens(prompt, model)
+        reply = await self.call(
+            engine,
+            prompt,
+            stream=True,
+            parent_step_id=parent_step_id,
+            max_tokens=max_tokens,
+            model=model,
+        )
+        text = split_answer(reply.content or "")
+        return Answer(text, [*sources, reply.step_id], stop_reason=reason)
+
+    def reserve(self, engine: ReasoningEngine) -> FinalCallReserve:
+        response_format = None
+        return FinalCallReserve(engine, self.max_output_tokens, response_format, text_format=False)
 
     def output_format(self) -> OutputFormat | None:
         if self.response_format is None:
@@ -150,12 +225,16 @@ class StrategyAgent(CoTAgent):
         *,
         stream: bool = True,
         parent_step_id: UUID | None = None,
+        max_tokens: int | None = None,
+        model: str | None = None,
     ) -> LLMCallResult:
-        """One call of the agent's model without tools; a call that fails fails the
-        strategy."""
+        """One call without tools, of `model` (default: the strategy's); a call that fails
+        fails the strategy."""
         reply = await engine.call_llm(
             messages=messages,
+            model=model or self.model,
             temperature=self.temperature,
+            max_tokens=max_tokens,
             stream=stream,
             parent_step_id=parent_step_id,
         )
@@ -232,3 +311,10 @@ def task_text(task: AgentTask) -> str:
                 if isinstance(part, dict) and isinstance(part.get("text"), str)
             )
     return "\n".join(parts)
+
+
+def split_answer(reply: str) -> str:
+    """The answer of a reply that may reason first: the text after its last `Answer:` line,
+    else the whole reply."""
+    markers = list(ANSWER_LINE.finditer(reply))
+    return (reply[markers[-1].end() :] if markers else reply).strip()

@@ -98,6 +98,7 @@ class MonteCarloAgent(StrategyAgent):
         root = _Node(None, self.conversation(task, system), 0)
         tools = self._tools(engine)
         outcomes: list[_Outcome] = []
+        limit = None
         for simulation in range(1, options.simulations + 1):
             node = root
             while (
@@ -106,7 +107,13 @@ class MonteCarloAgent(StrategyAgent):
                 and len(node.children) >= options.breadth
             ):
                 node = max(node.children, key=lambda child: child.ucb1(options.exploration))
-            if node.answer is None and node.depth < options.max_depth:
+            expands = node.answer is None and node.depth < options.max_depth
+            # A step, its rollout and the score; a node that answered is only scored.
+            calls = 3 if expands else 1 if node.answer is not None else 2
+            limit = await self.limit_reached(engine, node.messages, calls=calls, tools=tools)
+            if limit is not None:
+                break
+            if expands:
                 node = await self._expand(engine, node, tools, simulation)
             outcome = await self._evaluate(task, engine, node, simulation)
             outcomes.append(outcome)
@@ -115,6 +122,9 @@ class MonteCarloAgent(StrategyAgent):
                 walked.visits += 1
                 walked.total += outcome.score
                 walked = walked.parent
+        if not outcomes:
+            assert limit is not None  # a search makes at least one simulation otherwise
+            return await self.final_answer(engine, root.messages, limit, [])
         best = max(outcomes, key=lambda outcome: outcome.score)  # the first of equals
         path = [node.step_id for node in best.node.path if node.step_id is not None]
         engine.add_thinking(
@@ -132,7 +142,8 @@ class MonteCarloAgent(StrategyAgent):
         cited = [*path, *best.node.sources]
         if best.reply_id is not None:
             cited.append(best.reply_id)
-        return Answer(best.answer, cited, best.score)
+        # Stopped by the budget, the best answer found so far is the run's, made already.
+        return Answer(best.answer, cited, best.score, stop_reason=limit)
 
     def _tools(self, engine: ReasoningEngine) -> list[str]:
         """The tools a search may call: the run's idempotent ones, when the model calls
@@ -152,6 +163,7 @@ class MonteCarloAgent(StrategyAgent):
         reply = succeeded(
             await engine.call_llm(
                 messages=messages,
+                model=self.model,
                 tools=tools or None,
                 temperature=self.temperature,
                 stream=False,
@@ -214,7 +226,11 @@ class MonteCarloAgent(StrategyAgent):
             {"role": "user", "content": f"Task:\n{task_text(task)}\n\nAnswer:\n{answer}"},
         ]
         reply = await engine.call_llm(
-            messages=judged, temperature=0, stream=False, parent_step_id=node.step_id
+            messages=judged,
+            model=self.model,
+            temperature=0,
+            stream=False,
+            parent_step_id=node.step_id,
         )
         score, reason = judgement(reply)
         engine.add_thinking(

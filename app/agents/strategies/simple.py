@@ -5,7 +5,7 @@ import re
 
 from app.agents.engine import ReasoningEngine
 from app.agents.models import AgentTask
-from app.agents.strategies.common import Answer, StrategyAgent, score_of
+from app.agents.strategies.common import ANSWER_LINE, Answer, StrategyAgent, score_of
 
 DIRECT_PROMPT = "Answer the task directly and concisely."
 
@@ -14,7 +14,6 @@ Think the task through step by step before you answer. Write your reasoning firs
 a line of its own, `Confidence:` and how sure you are of your answer, from 0 to 1. Last, on a \
 line of its own, `Answer:` followed by the final answer alone."""
 
-_ANSWER = re.compile(r"^[ \t]*\**answer\**[ \t]*:[ \t]*", re.IGNORECASE | re.MULTILINE)
 _CONFIDENCE = re.compile(r"^[ \t]*\**confidence\**[ \t]*:[ \t]*(?P<value>\S+)[ \t]*$", re.I | re.M)
 
 
@@ -53,7 +52,7 @@ class ChainOfThoughtAgent(StrategyAgent):
 
 def split_reasoning(reply: str) -> tuple[str, str, float | None]:
     """A step-by-step reply as (reasoning, answer, confidence)."""
-    markers = list(_ANSWER.finditer(reply))
+    markers = list(ANSWER_LINE.finditer(reply))
     if not markers:
         return "", reply.strip(), None
     last = markers[-1]

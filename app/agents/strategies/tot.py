@@ -68,7 +68,14 @@ class TreeOfThoughtsAgent(StrategyAgent):
         options = self.options.tot
         frontier: list[_Node | None] = [None]  # None: the root, before any thought
         kept: list[_Node] = []
+        limit = None
         for depth in range(1, options.depth + 1):
+            # The level's proposals and their scores, the answer kept back for after them.
+            calls = len(frontier) * (1 + options.breadth)
+            longest = self._messages(task, PROPOSE_PROMPT, frontier[-1])
+            limit = await self.limit_reached(engine, longest, calls=calls)
+            if limit is not None:
+                break
             candidates = await self._expand(task, engine, frontier, depth)
             if not candidates:
                 break
@@ -76,6 +83,9 @@ class TreeOfThoughtsAgent(StrategyAgent):
             scored.sort(key=lambda node: node.score, reverse=True)
             kept = scored[: options.beam]
             frontier = list(kept)
+        messages = self.conversation(task, self.system_prompt(ANSWER_PROMPT))
+        if not kept and limit is not None:
+            return await self.final_answer(engine, messages, limit, [])
         if not kept:
             raise ChainAbort(ErrorCode.LLM_ERROR, "the model proposed no thoughts to explore")
         best = kept[0]
@@ -87,8 +97,11 @@ class TreeOfThoughtsAgent(StrategyAgent):
             detail={"path": [str(step) for step in best.step_ids], "score": best.score},
         )
         steps = "\n".join(f"{n}. {thought}" for n, thought in enumerate(best.thoughts, 1))
-        messages = self.conversation(task, self.system_prompt(ANSWER_PROMPT))
         messages.append({"role": "user", "content": f"Reasoning steps:\n{steps}"})
+        if limit is not None:
+            return await self.final_answer(
+                engine, messages, limit, best.step_ids, parent_step_id=best.step_id
+            )
         reply = await self.call(engine, messages, parent_step_id=best.step_id)
         return Answer((reply.content or "").strip(), [*best.step_ids, reply.step_id], best.score)
 
@@ -104,7 +117,7 @@ class TreeOfThoughtsAgent(StrategyAgent):
         breadth = self.options.tot.breadth
         system = self.system_prompt_plain(PROPOSE_PROMPT.format(breadth=breadth))
         requests = [self._messages(task, system, node) for node in frontier]
-        replies = await engine.call_llms(requests, temperature=self.temperature)
+        replies = await engine.call_llms(requests, temperature=self.temperature, model=self.model)
         if not any(reply.success for reply in replies):
             succeeded(replies[0])  # raises the calls' failure
         children: list[tuple[_Node | None, str, UUID]] = []
@@ -131,7 +144,7 @@ class TreeOfThoughtsAgent(StrategyAgent):
         for parent, thought, _ in candidates:
             thoughts = [*(parent.thoughts if parent else []), thought]
             requests.append(self._messages(task, system, None, thoughts))
-        replies = await engine.call_llms(requests, temperature=0)
+        replies = await engine.call_llms(requests, temperature=0, model=self.model)
         nodes = []
         for (parent, thought, step_id), reply in zip(candidates, replies, strict=True):
             score, reason = judgement(reply)

@@ -55,6 +55,7 @@ class AgentUpdate(BaseModel):
     kind: str | None = None
     strategy: StrategyOptions | None = None
     model: str | None = None
+    fallback_model: str | None = None
     tools: list[ToolEntry] | None = None
     temperature: float | None = None
     max_iterations: int | None = None

@@ -48,6 +48,7 @@ class AgentDefinition(TypedDict, total=False):
     kind: str
     strategy: Mapping[str, Any]
     model: str
+    fallback_model: str
     tools: Sequence[str]
     temperature: float
     max_iterations: int
@@ -70,6 +71,7 @@ class AgentChanges(TypedDict, total=False):
     kind: str | None
     strategy: Mapping[str, Any] | None
     model: str | None
+    fallback_model: str | None
     tools: Sequence[str] | None
     temperature: float | None
     max_iterations: int | None

@@ -426,6 +426,8 @@ class Agent(ApiModel):
     description: str | None = None
     instructions: str | None = None
     model: str | None = None
+    # A cheaper model a run steps down to near its budget's limit.
+    fallback_model: str | None = None
     tools: list[str] | None = None
     temperature: float | None = None
     max_iterations: int | None = None

@@ -9,6 +9,7 @@ import { Decision, DecideForm } from "../approvals/decision.jsx";
 import { count, duration, json, relative, when } from "../format.js";
 import { Link } from "../router.jsx";
 import { approvalsOf, isLLMCall, resumedAfter, timeline } from "./model.js";
+import { EVENT_LABELS } from "./strategy.jsx";
 import { SubAgent } from "./sub-agent.jsx";
 
 // A step's time of day to the millisecond: steps of one chain are seconds apart.
@@ -61,10 +62,15 @@ function SummaryStep({ step }) {
 }
 
 function Thinking({ step }) {
-  const { thought, confidence } = step.thinking;
+  const { thought, confidence, event } = step.thinking;
   return (
-    <li class="step step-thinking" data-step-type="thinking" data-step-number={step.step_number}>
-      <StepHead step={step} label="Thinking">
+    <li
+      class="step step-thinking"
+      data-step-type="thinking"
+      data-step-number={step.step_number}
+      data-event={event}
+    >
+      <StepHead step={step} label={EVENT_LABELS[event] ?? "Thinking"}>
         {confidence !== null && confidence !== undefined && (
           <span class="muted">confidence {Math.round(confidence * 100)}%</span>
         )}

@@ -10,6 +10,7 @@ import { useSession } from "../session.js";
 import { agentLabel, inputText, mayCancel, remainingBudget, wallTime } from "../chain/labels.js";
 import { draftAnswer, familyPendingApprovals, isFinished } from "../chain/model.js";
 import { Origin, ReplayAndFork, ReplayReport } from "../chain/replays.jsx";
+import { SearchTree, searchTree, strategyNotes } from "../chain/strategy.jsx";
 import { Timeline } from "../chain/timeline.jsx";
 import { useTaskChain } from "../chain/use-chain.js";
 import { EraseButton } from "../erase.jsx";
@@ -222,6 +223,7 @@ export function TaskPage({ params }) {
           <ReplayAndFork task={task} steps={chain.steps.length} />
         </details>
       )}
+      {readsChain && <Strategy steps={chain.steps} />}
       <Card title="Chain" actions={<span class="mono muted">{shortId(task.chain_id)}</span>}>
         {!readsChain ? (
           <Empty>Your roles do not let you read this task's chain.</Empty>
@@ -243,5 +245,22 @@ export function TaskPage({ params }) {
         )}
       </Card>
     </Page>
+  );
+}
+
+// How the run reasoned, when its strategy says: `auto`'s choice and fallbacks, a search's tree.
+function Strategy({ steps }) {
+  const notes = strategyNotes(steps);
+  const tree = searchTree(steps);
+  if (notes.length === 0 && tree.length === 0) return null;
+  return (
+    <Card title={tree.length ? "Search tree" : "Strategy"} class="strategy-card">
+      {notes.map((note) => (
+        <p key={note.id} class={`strategy-note ${note.event}`} data-strategy-event={note.event}>
+          {note.text}
+        </p>
+      ))}
+      {tree.length > 0 && <SearchTree roots={tree} />}
+    </Card>
   );
 }
