@@ -218,7 +218,7 @@ async def test_a_definition_the_tenant_cannot_run_applies_nothing_in_process(
     assert (code, out) == (2, "")
     prefix = f"omniforge: {directory}/b-odd.yaml: "
     assert err.splitlines() == [
-        f"{prefix}kind: unknown kind 'planner' (auto, cot, direct, mcts, react, tot)",
+        f"{prefix}kind: unknown kind 'planner' (auto, cot, direct, mcts, plan, react, tot)",
         f"{prefix}model: unknown model 'no-such-model'; available: {MODEL}, demo",
         f"{prefix}tools.0: unknown tool 'vault_store'",  # the service's own test tool
         # Whose models were checked: this machine's, which a running service need not share.

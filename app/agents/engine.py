@@ -249,6 +249,29 @@ class ReasoningEngine:
             messages = fitted
         return await self._call(arguments, messages, parent_step_id, visibility, stream=stream)
 
+    def llm_invocation(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        response_format: dict[str, Any] | None = None,
+        model: str | None = None,
+    ) -> ToolInvocation:
+        """A call of `model` (default: the run's) with `messages`, for a batch of calls
+        (`call_tools`); its conversation recorded whole, without the bytes of images."""
+        optional = {
+            "temperature": temperature,
+            "max_tokens": max_tokens or self._max_output_tokens,
+            "response_format": response_format,
+        }
+        conversation = list(messages)
+        arguments: dict[str, Any] = {"model": model or self.default_model, "messages": conversation}
+        arguments.update({key: value for key, value in optional.items() if value is not None})
+        plain = without_images(conversation)
+        recorded = None if plain is None else {**arguments, "messages": plain}
+        return ToolInvocation(LLM_TOOL_NAME, arguments, recorded_arguments=recorded)
+
     async def call_llms(
         self,
         requests: Sequence[Sequence[dict[str, Any]]],
@@ -264,21 +287,16 @@ class ReasoningEngine:
         are recorded first, in order, then their results in the same order, so a resumed run
         repeats them step for step. Nothing of their replies is streamed; their conversations
         are recorded whole (not compacted against one another)."""
-        optional = {
-            "temperature": temperature,
-            "max_tokens": max_tokens or self._max_output_tokens,
-            "response_format": response_format,
-        }
-        shared = {key: value for key, value in optional.items() if value is not None}
-        invocations = []
-        for messages in requests:
-            conversation = list(messages)
-            arguments = {"model": model or self.default_model, "messages": conversation, **shared}
-            plain = without_images(conversation)
-            recorded = None if plain is None else {**arguments, "messages": plain}
-            invocations.append(
-                ToolInvocation(LLM_TOOL_NAME, arguments, recorded_arguments=recorded)
+        invocations = [
+            self.llm_invocation(
+                messages,
+                temperature=temperature,
+                max_tokens=max_tokens,
+                response_format=response_format,
+                model=model,
             )
+            for messages in requests
+        ]
         context = self._context
         if parent_step_id is not None:
             context = context.at(parent_step_id=parent_step_id)

@@ -1,7 +1,7 @@
 """Agent kinds: the implementations a definition's `kind` selects. The strategies `direct`,
-`cot`, `react`, `tot`, `mcts` and `auto` are built in; a plugin adds its own `CoTAgent` subclasses
-under the `omniforge.agent_kinds` entry point group (`name = "package.module:AgentClass"`),
-each built per task by its `from_spec`."""
+`cot`, `react`, `tot`, `mcts`, `plan` and `auto` are built in; a plugin adds its own
+`CoTAgent` subclasses under the `omniforge.agent_kinds` entry point group
+(`name = "package.module:AgentClass"`), each built per task by its `from_spec`."""
 
 import importlib.metadata
 import logging
@@ -16,6 +16,7 @@ from app.agents.strategies import (
     ChainOfThoughtAgent,
     DirectAgent,
     MonteCarloAgent,
+    PlanAgent,
     TreeOfThoughtsAgent,
 )
 from app.errors import OmniForgeError
@@ -30,6 +31,7 @@ BUILTIN: dict[str, type[CoTAgent]] = {
     DEFAULT_KIND: ReActAgent,
     "tot": TreeOfThoughtsAgent,
     "mcts": MonteCarloAgent,
+    "plan": PlanAgent,
     "auto": AutoAgent,
 }
 

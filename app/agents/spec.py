@@ -30,7 +30,7 @@ class AgentApprovals(ApprovalRules):
     )
 
 
-SIMPLER = ("mcts", "tot", "react", "cot", "direct")
+SIMPLER = ("plan", "mcts", "tot", "react", "cot", "direct")
 """The built-in strategies from the deepest to the simplest: a strategy that fails falls back to
 the next one after it (under `auto`)."""
 
@@ -62,6 +62,22 @@ class MonteCarloOptions(_Options):
     )
     max_depth: int = Field(default=3, ge=1, le=8, description="ReAct steps from the root at most.")
     exploration: float = Field(default=1.4, ge=0, le=10, description="UCB1's exploration constant.")
+
+
+class PlanOptions(_Options):
+    """`plan`: how large a plan may be, how much of it runs at once, and how often it is
+    tried again."""
+
+    max_steps: int = Field(default=8, ge=1, le=32, description="Steps a plan may have.")
+    max_parallel_steps: int = Field(
+        default=4, ge=1, le=16, description="Steps of a wave that run at once."
+    )
+    step_retries: int = Field(
+        default=1, ge=0, le=3, description="Tries of a failed step before the plan is revised."
+    )
+    max_replans: int = Field(
+        default=2, ge=0, le=5, description="Revisions of a plan before the run fails."
+    )
 
 
 class ComplexityBand(_Options):
@@ -112,6 +128,7 @@ class StrategyOptions(_Options):
 
     tot: TreeSearchOptions = Field(default_factory=TreeSearchOptions)
     mcts: MonteCarloOptions = Field(default_factory=MonteCarloOptions)
+    plan: PlanOptions = Field(default_factory=PlanOptions)
     auto: AutoOptions = Field(default_factory=AutoOptions)
     min_confidence: float | None = Field(
         default=None,
@@ -135,7 +152,8 @@ class AgentSpec(BaseModel):
         description="The agent's strategy: `direct` (one call), `cot` (one call that "
         "reasons step by step first), `react` (tools in a loop; the default), `tot` (a tree of "
         "thoughts, scored by the model), `mcts` (Monte Carlo tree search over ReAct steps), "
-        "`auto` (chosen by the task's complexity, falling "
+        "`plan` (a graph of steps run in parallel waves), `auto` (chosen by the task's "
+        "complexity, falling "
         "back to simpler ones), or a kind a plugin registers under the "
         "`omniforge.agent_kinds` entry point group.",
     )

@@ -29,6 +29,14 @@ class StrategyEvent(StrEnum):
     THOUGHT_SCORED = "thought_scored"
     # The path a search answers from (detail: path, the nodes' step ids root first; score).
     PATH_CHOSEN = "path_chosen"
+    # `plan`: the plan (detail: steps, the graph; revision), a revision of what is left of it
+    # (and why), each step's start, end or failure (detail: step, attempt), its end.
+    PLAN_CREATED = "plan_created"
+    PLAN_STEP_STARTED = "plan_step_started"
+    PLAN_STEP_COMPLETED = "plan_step_completed"
+    PLAN_STEP_FAILED = "plan_step_failed"
+    PLAN_REVISED = "plan_revised"
+    PLAN_COMPLETED = "plan_completed"
 
 
 class ToolType(StrEnum):

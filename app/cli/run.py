@@ -29,7 +29,7 @@ def add_run_command(commands: "argparse._SubParsersAction[argparse.ArgumentParse
     )
     run.add_argument(
         "--kind",
-        help="the strategy: direct, cot, react, tot, mcts, auto or a plugin's "
+        help="the strategy: direct, cot, react, tot, mcts, plan, auto or a plugin's "
         "(default: the agent's)",
     )
     run.add_argument("--agent", help="an agent definition, `name` or `name@N` (of --tenant)")

@@ -78,6 +78,12 @@ _EVENT_LABELS = {
     StrategyEvent.THOUGHT: "thought",
     StrategyEvent.THOUGHT_SCORED: "score",
     StrategyEvent.PATH_CHOSEN: "path",
+    StrategyEvent.PLAN_CREATED: "plan",
+    StrategyEvent.PLAN_STEP_STARTED: "step started",
+    StrategyEvent.PLAN_STEP_COMPLETED: "step done",
+    StrategyEvent.PLAN_STEP_FAILED: "step failed",
+    StrategyEvent.PLAN_REVISED: "plan revised",
+    StrategyEvent.PLAN_COMPLETED: "plan done",
 }
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.llm.demo_arithmetic import read_arithmetic
-from app.llm.demo_strategies import strategy_reply
+from app.llm.demo_strategies import plan_reply, strategy_reply, synthesis_reply
 from app.llm.demo_structured import requested_schema, shaped_answer
 
 CALCULATOR = "calculator"
@@ -93,7 +93,17 @@ def respond(
     first = _task_index(messages, last=False)
     if first >= 0:
         task = _text(messages[first])
+        planned = [
+            (intent.tool, intent.arguments, intent.plan)
+            for intent in intents(task, {CALCULATOR, CURRENT_TIME})
+        ]
         later = "\n".join(_text(m) for m in messages[first + 1 :] if m.get("role") == "user")
+        plan = plan_reply(system, planned)
+        if plan is not None:
+            return DemoReply(plan)
+        answer = synthesis_reply(system, later)
+        if answer is not None:
+            return DemoReply(_final(answer, None, schema))
         reply = strategy_reply(system, task, later, lambda text: _final(text, None, schema))
         if reply is not None:
             return DemoReply(reply)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from app.llm.demo_arithmetic import read_arithmetic
 
 _BREADTH = re.compile(r"propose (\d+) different", re.IGNORECASE)
+_TOOLS_LISTED = re.compile(r"Tools: ([^.\n]*)\.")
+_RESULT = re.compile(r'"expression": "(?P<expression>[^"]*)", "result": (?P<result>[-\d.e+]+)')
 _TIME_WORDS = re.compile(r"\b(?:what time|current time|time is it|local time)\b", re.IGNORECASE)
 NEEDS_TOOLS = (
     "Working {what} out needs the {tool} tool, which this strategy does not use: run the task "
@@ -46,6 +48,44 @@ def strategy_reply(system: str, task: str, steps: str, final: Callable[[str], st
     if steps.startswith("Reasoning steps:"):
         return final(_answer(need))
     return None
+
+
+def plan_reply(system: str, tool_steps: list[tuple[str, dict[str, object], str]]) -> str | None:
+    """The reply to `plan`'s request for a plan: a tool step for each call the task needs
+    (`tool_steps`: the tool, its arguments, what it does) of the tools the request lists,
+    else one reasoning step; None for any other request."""
+    if '{"steps":' not in system:
+        return None
+    listed = _TOOLS_LISTED.search(system)
+    tools = set(re.split(r",\s*", listed.group(1))) if listed else set()
+    steps: list[dict[str, object]] = [
+        {
+            "id": f"step-{index}",
+            "description": what,
+            "type": "tool",
+            "tool": tool,
+            "arguments": arguments,
+            "estimated_calls": 0,
+        }
+        for index, (tool, arguments, what) in enumerate(tool_steps, 1)
+        if tool in tools
+    ]
+    if not steps:
+        steps = [{"id": "answer", "description": "Say what the task needs", "strategy": "direct"}]
+    return json.dumps({"steps": steps})
+
+
+def synthesis_reply(system: str, steps: str) -> str | None:
+    """The reply to `plan`'s request for the answer from its steps' results: the calculator's
+    results as sums; None for any other request."""
+    if "results of the plan's steps" not in system:
+        return None
+    sums = []
+    for line in steps.splitlines():
+        found = _RESULT.search(line)
+        if found is not None:
+            sums.append(f"{found['expression']} = {found['result']}.")
+    return " ".join(sums) or _answer(None)
 
 
 def _tool_need(task: str) -> tuple[str, str] | None:

@@ -144,7 +144,7 @@ class TaskSubmission(BaseModel):
         default=None,
         pattern=KIND_PATTERN,
         description="The strategy this task runs with instead of its agent's `kind`: `direct`, "
-        "`cot`, `react`, `tot`, `mcts`, `auto` or a plugin's kind.",
+        "`cot`, `react`, `tot`, `mcts`, `plan`, `auto` or a plugin's kind.",
     )
     conversation_id: UUID | None = Field(
         default=None,

@@ -383,6 +383,14 @@ async def test_the_demo_model_speaks_every_strategy(demo_runtime: AgentRuntime) 
     # A search over ReAct steps may call the calculator, and answers from its result.
     events, chain = await _run(demo_runtime, AgentSpec(kind="mcts"), "What is 12*(3+4)?")
     assert _answer(events) == "12 * (3 + 4) = 84."
+    # A plan's tool step calls the calculator; the answer is written from its result.
+    events, chain = await _run(demo_runtime, AgentSpec(kind="plan"), "What is 12*(3+4)?")
+    assert _answer(events) == "12 * (3 + 4) = 84."
+    assert [s.tool_call.tool_name for s in chain.steps if s.tool_call] == [
+        "llm",
+        "calculator",
+        "llm",
+    ]
     spec = AgentSpec(kind="cot", response_format=ORDER)
     events, _chain = await _run(demo_runtime, spec, "What is 12*(3+4)?")
     [completed] = [e for e in events if isinstance(e, ChainCompletedEvent)]

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.helpers import assert_invalid, stream, submit
+from tests.api.helpers import assert_invalid, define_agent, stream, submit
 from tests.fakes.openai_server import Reply
 from tests.service import MODEL, Service
 
@@ -88,7 +88,7 @@ async def test_a_task_naming_a_strategy_the_service_lacks_is_refused(
         response = await client.post("/api/v1/tasks", json={"input": "Hi.", "kind": kind})
     body = assert_invalid(response, "body.kind")
     if kind == "planner":
-        assert "available: auto, cot, direct, mcts, react, tot" in json.dumps(body)
+        assert "available: auto, cot, direct, mcts, plan, react, tot" in json.dumps(body)
     assert service.fake_llm.requests_for(MODEL) == []
 
 
@@ -152,3 +152,71 @@ async def test_a_fallback_model_must_be_one_the_tenant_may_run(
     )
     assert known.status_code == 201, known.text
     assert known.json()["fallback_model"] == MODEL
+
+
+async def test_a_plan_runs_a_sub_agent_step_beside_a_reasoning_step_and_streams_its_records(
+    service: Service, tenant: str
+) -> None:
+    """A plan of three steps: a sub-agent's and a reasoning step in the first wave (one batch:
+    the child task runs as any sub-agent call does), then a step building on both; the plan's
+    records reach the stream and the stored chain in order, and the child is linked."""
+    await define_agent(service, tenant, "researcher", description="Finds facts.", tools=[])
+    await define_agent(service, tenant, "lead", kind="plan", tools=["agent:researcher"])
+    fake = service.fake_llm
+    plan = {
+        "steps": [
+            {
+                "id": "facts",
+                "description": "Find the boiling point",
+                "type": "agent",
+                "tool": "agent__researcher",
+            },
+            {"id": "units", "description": "Name the unit", "strategy": "direct"},
+            {"id": "join", "description": "Put both together", "depends_on": ["facts", "units"]},
+        ]
+    }
+    fake.script_matching(MODEL, ("Plan how to do the task",), Reply.text(json.dumps(plan)))
+    fake.script_matching(MODEL, ("Find the boiling point",), Reply.text("100"))  # the child
+    fake.script_matching(MODEL, ("This step: Name the unit",), Reply.text("degrees Celsius"))
+    fake.script_matching(
+        MODEL, ("This step: Put both together",), Reply.text("Thinking.\nAnswer: 100 °C")
+    )
+    fake.script_matching(
+        MODEL, ("results of the plan's steps",), Reply.text("Water boils at 100 °C.")
+    )
+    async with service.client(tenant) as client:
+        task, steps = await _finished(client, input="When does water boil?", agent="lead")
+        chain = (await client.get(f"/api/v1/tasks/{task['id']}/chain")).json()
+        [result] = [
+            s["tool_result"]
+            for s in chain["steps"]
+            if s["tool_result"] and s["tool_result"]["tool_name"] == "agent__researcher"
+        ]
+        child = (await client.get(f"/api/v1/tasks/{result['child_task_id']}")).json()
+    assert (task["status"], task["answer"]) == ("completed", "Water boils at 100 °C.")
+    assert (child["status"], child["answer"], child["parent_task_id"]) == (
+        "completed",
+        "100",
+        task["id"],
+    )
+    events = [
+        (s["thinking"]["event"], (s["thinking"].get("detail") or {}).get("step"))
+        for s in steps
+        if s["type"] == "thinking"
+    ]
+    assert events == [
+        ("plan_created", None),
+        ("plan_step_started", "facts"),
+        ("plan_step_started", "units"),
+        ("plan_step_completed", "facts"),
+        ("plan_step_completed", "units"),
+        ("plan_step_started", "join"),
+        ("plan_step_completed", "join"),
+        ("plan_completed", None),
+    ]
+    join = next(r for r in fake.requests_for(MODEL) if "This step: Put both" in json.dumps(r.body))
+    assert "[facts] 100" in join.body["messages"][-1]["content"]
+    assert "[units] degrees Celsius" in join.body["messages"][-1]["content"]
+    stored = [s for s in chain["steps"] if s["type"] == "thinking"]
+    assert stored == [s for s in steps if s["type"] == "thinking"]
+    fake.verify()

@@ -1,13 +1,15 @@
 """A strategy's records on the task page: a tree search is drawn as its tree, each node under
-its parent with its score and the path the answer follows marked; the timeline names each
-record; `auto`'s choice and fallback are stated above the chain."""
+its parent with its score and the path the answer follows marked; a plan as its waves of
+steps, coloured by state as it runs; the timeline names each record; `auto`'s choice and
+fallback are stated above the chain."""
 
+import asyncio
 import json
 
 from playwright.async_api import expect
 
 from tests.api.helpers import stream, submit
-from tests.browser.conftest import OfflinePage
+from tests.browser.conftest import SCREENSHOTS, OfflinePage
 from tests.browser.console import WAIT_MS, api_json, create_key, sign_in
 from tests.fakes.openai_server import Reply
 from tests.service import MODEL, Service
@@ -104,3 +106,59 @@ async def test_autos_choice_and_fallback_are_stated_above_the_chain(
     await expect(notes.nth(1)).to_have_attribute("data-strategy-event", "strategy_fallback")
     await expect(notes.nth(1)).to_contain_text("falling back to direct")
     await expect(page.get_by_label("Search tree")).to_have_count(0)
+
+
+async def test_a_live_plan_is_drawn_as_waves_of_steps_coloured_by_state(
+    service: Service, tenant: str, offline_page: OfflinePage
+) -> None:
+    """While a plan runs the page draws its waves: of the first wave, the step whose call
+    has its result `returned` (a wave's steps are judged together once all are back), the
+    one whose call is held `running`; the step waiting for both `waiting`; once the held
+    call is answered, every step is `done`."""
+    page = offline_page.page
+    fake = service.fake_llm
+    held = asyncio.Event()
+    plan = {
+        "steps": [
+            {"id": "sizes", "description": "List the sizes", "strategy": "direct"},
+            {"id": "prices", "description": "List the prices", "strategy": "direct"},
+            {
+                "id": "table",
+                "description": "Join sizes and prices",
+                "strategy": "direct",
+                "depends_on": ["sizes", "prices"],
+            },
+        ]
+    }
+    fake.script_matching(MODEL, ("Plan how to do the task",), Reply.text(json.dumps(plan)))
+    fake.script_matching(MODEL, ("This step: List the sizes",), Reply.text("S, M, L"))
+    fake.script_matching(MODEL, ("This step: List the prices",), Reply.text("5, 6, 7", gate=held))
+    fake.script_matching(MODEL, ("This step: Join sizes",), Reply.text("S 5, M 6, L 7"))
+    fake.script_matching(MODEL, ("results of the plan's steps",), Reply.text("S 5, M 6, L 7"))
+    async with service.client(tenant, sub="root") as client:
+        task_id = (await submit(client, input="Price list?", kind="plan"))["task_id"]
+    await fake.wait_for_requests(3, MODEL)
+    await sign_in(page, service, await create_key(service, tenant, "member"), f"/tasks/{task_id}")
+
+    graph = page.get_by_label("Plan", exact=True)
+    step = graph.locator("[data-plan-step]")
+    await expect(step).to_have_count(3, timeout=WAIT_MS)
+    await expect(graph.locator('[data-plan-level="0"] [data-plan-step]')).to_have_count(2)
+    await expect(graph.locator('[data-plan-level="1"] [data-plan-step="table"]')).to_have_count(1)
+    await expect(graph.locator('[data-plan-step="sizes"]')).to_have_attribute(
+        "data-state", "returned"
+    )
+    await expect(graph.locator('[data-plan-step="prices"]')).to_have_attribute(
+        "data-state", "running"
+    )
+    await expect(graph.locator('[data-plan-step="table"]')).to_have_attribute(
+        "data-state", "waiting"
+    )
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=SCREENSHOTS / "plan-graph-live.png")
+    held.set()
+    for name in ("sizes", "prices", "table"):
+        await expect(graph.locator(f'[data-plan-step="{name}"]')).to_have_attribute(
+            "data-state", "done", timeout=WAIT_MS
+        )
+    await expect(page.locator('[data-answer="final"]')).to_have_text("S 5, M 6, L 7")

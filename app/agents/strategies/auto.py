@@ -22,6 +22,7 @@ from app.agents.react import ReActAgent
 from app.agents.spec import SIMPLER, AgentSpec, StrategyOptions
 from app.agents.strategies.common import StrategyAgent, json_object, score_of, task_text
 from app.agents.strategies.mcts import MonteCarloAgent
+from app.agents.strategies.plan import PlanAgent
 from app.agents.strategies.simple import ChainOfThoughtAgent, DirectAgent
 from app.agents.strategies.tot import TreeOfThoughtsAgent
 from app.chain import BudgetLimit, ErrorCode, StrategyEvent
@@ -53,6 +54,7 @@ _STRATEGIES: dict[str, type[StrategyAgent]] = {
     "cot": ChainOfThoughtAgent,
     "tot": TreeOfThoughtsAgent,
     "mcts": MonteCarloAgent,
+    "plan": PlanAgent,
 }
 _DEEP_WORDS = re.compile(
     r"\b(plan|steps?|compare|analy[sz]e|research|design|evaluate|investigate|strategy|"
@@ -232,6 +234,8 @@ class AutoAgent(CoTAgent):
         others."""
         if name == "mcts":
             return 3 * self.options.mcts.simulations
+        if name == "plan":  # the plan, a call per step at its largest, the answer
+            return 2 + self.options.plan.max_steps
         if name == "tot":
             tot = self.options.tot
             first = 1 + tot.breadth

@@ -27,7 +27,7 @@ class TurnOptions(TypedDict, total=False):
     budget: BudgetLimits
     metadata: Mapping[str, Any]
     agent: str
-    # The strategy of this task instead of its agent's: direct, cot, react, tot, mcts, auto...
+    # The strategy of this task instead of its agent's: direct, cot, react, tot, mcts, plan, auto...
     kind: str
     stream_output: bool
     file_ids: Sequence[UUID | str]

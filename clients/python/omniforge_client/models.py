@@ -420,7 +420,7 @@ class Agent(ApiModel):
     status: Literal["active", "archived"]
     builtin: bool = False
     kind: str = "react"
-    # The strategies' options: `tot`, `mcts`, `auto` (assess, table),
+    # The strategies' options: `tot`, `mcts`, `plan`, `auto` (assess, table),
     # `min_confidence`.
     strategy: dict[str, Any] | None = None
     description: str | None = None

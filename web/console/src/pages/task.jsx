@@ -10,7 +10,7 @@ import { useSession } from "../session.js";
 import { agentLabel, inputText, mayCancel, remainingBudget, wallTime } from "../chain/labels.js";
 import { draftAnswer, familyPendingApprovals, isFinished } from "../chain/model.js";
 import { Origin, ReplayAndFork, ReplayReport } from "../chain/replays.jsx";
-import { SearchTree, searchTree, strategyNotes } from "../chain/strategy.jsx";
+import { PlanGraph, SearchTree, planGraph, searchTree, strategyNotes } from "../chain/strategy.jsx";
 import { Timeline } from "../chain/timeline.jsx";
 import { useTaskChain } from "../chain/use-chain.js";
 import { EraseButton } from "../erase.jsx";
@@ -252,14 +252,21 @@ export function TaskPage({ params }) {
 function Strategy({ steps }) {
   const notes = strategyNotes(steps);
   const tree = searchTree(steps);
-  if (notes.length === 0 && tree.length === 0) return null;
+  const plan = planGraph(steps);
+  if (notes.length === 0 && tree.length === 0 && !plan) return null;
+  const title = plan ? "Plan" : tree.length ? "Search tree" : "Strategy";
   return (
-    <Card title={tree.length ? "Search tree" : "Strategy"} class="strategy-card">
+    <Card
+      title={title}
+      class="strategy-card"
+      actions={plan && plan.revisions > 0 && <span class="badge warn">revised {plan.revisions}×</span>}
+    >
       {notes.map((note) => (
         <p key={note.id} class={`strategy-note ${note.event}`} data-strategy-event={note.event}>
           {note.text}
         </p>
       ))}
+      {plan && <PlanGraph graph={plan} />}
       {tree.length > 0 && <SearchTree roots={tree} />}
     </Card>
   );
