@@ -25,6 +25,7 @@ from bench import (
     service_suite,
     service_tail,
     step_overhead,
+    strategies,
 )
 from bench.results import record
 from bench.service_report import (
@@ -37,6 +38,8 @@ from bench.service_report import (
 )
 
 STEP_TARGET_MS = 0.5
+STRATEGY_STEP_TARGET_MS = 1.0
+PLAN_SPEED_UP_TARGET = 3.0
 GATEWAY_TARGET_MS = 3.0
 GUARD_P50_TARGET_MS = 1.0
 MCP_ADDED_P50_TARGET_MS = 2.0
@@ -52,6 +55,7 @@ def main() -> None:
         nargs="?",
         choices=[
             "steps",
+            "strategies",
             "gateway",
             "guards",
             "inputs",
@@ -90,6 +94,8 @@ def main() -> None:
     )
     if args.which in ("steps", "all"):
         _steps(tasks=60 if args.quick else 300)
+    if args.which in ("strategies", "all"):
+        _strategies(tasks=30 if args.quick else 150)
     if args.which in ("gateway", "all"):
         _gateway(samples=400 if args.quick else 2000)
     if args.which in ("guards", "all"):
@@ -281,6 +287,34 @@ def _steps(tasks: int) -> None:
         f" {result.events} events read\n"
         f"  CPU  {result.cpu_ms_per_step:.3f} ms/step   (target < {STEP_TARGET_MS} ms: {verdict})\n"
         f"  wall {result.wall_ms_per_step:.3f} ms/step"
+    )
+
+
+def _strategies(tasks: int) -> None:
+    costs, wall = strategies.run(tasks=tasks)
+    base = next(cost for cost in costs if cost.kind == "direct")
+    print(
+        "\nStrategies: framework CPU per LLM call step, over a plain one-call task's\n"
+        "  conditions: an instant in-process model as the llm tool answering each strategy's"
+        f" requests; {tasks} tasks per kind, one at a time; tot breadth 3 depth 2 beam 2, mcts 6"
+        " simulations, a plan of 4 independent reasoning steps"
+    )
+    for cost in costs:
+        over = cost.cpu_ms_per_call - base.cpu_ms_per_call
+        line = f"  {cost.kind:<7} {cost.cpu_ms_per_call:.3f} ms/call ({cost.llm_calls} calls)"
+        if cost is not base:
+            met = "met" if over <= STRATEGY_STEP_TARGET_MS else "MISSED"
+            line += f"   over direct {over:+.3f} ms (target <= {STRATEGY_STEP_TARGET_MS} ms: {met})"
+            record(f"strategies: {cost.kind} CPU per call over direct", over, "ms", "lower")
+        print(line)
+    met = "met" if wall.speed_up >= PLAN_SPEED_UP_TARGET else "MISSED"
+    record("strategies: plan of 4 branches, speed-up", wall.speed_up, "x", "higher")
+    print(
+        f"\nPlan waves: steps whose model call answers after {wall.delay_s:.0f} s (fake server,"
+        " LiteLLM's HTTP path), from the first step's start to the plan's end\n"
+        f"  one branch {wall.one_branch_s:.2f} s, four branches {wall.four_branches_s:.2f} s,"
+        f" the four one after another {wall.four_in_a_row_s:.2f} s\n"
+        f"  parallel speed-up {wall.speed_up:.2f}x (target >= {PLAN_SPEED_UP_TARGET}x: {met})"
     )
 
 

@@ -563,3 +563,30 @@ async def test_auto_steps_down_to_the_fallback_model_the_budget_can_pay_for(
     assert _detail(selected)["excluded"] == []
     assert chain.usage().cost_usd <= Decimal("0.5")
     fake_llm.verify()
+
+
+async def test_auto_leaves_out_mcts_when_the_budget_cannot_pay_for_its_simulations(
+    runtime: AgentRuntime, fake_llm: FakeLLMServer
+) -> None:
+    """The table maps a high score to mcts (6 simulations: 18 calls); with 5 LLM calls
+    allowed and one spent on the assessment, the run takes the next strategy it can pay for,
+    a one-level tree (a proposal, its score, the answer)."""
+    table = (
+        ComplexityBand(below=0.3, strategy="direct"),
+        ComplexityBand(below=0.6, strategy="cot"),
+        ComplexityBand(below=1.0, strategy="mcts"),
+    )
+    tot = TreeSearchOptions(breadth=1, depth=1, beam=1)
+    options = StrategyOptions(auto=AutoOptions(table=table), tot=tot)
+    fake_llm.script_matching(MODEL, ("Rate how complex",), _assessed(0.95))
+    fake_llm.script_matching(MODEL, ("propose 1 different",), Reply.text('{"thoughts": ["t"]}'))
+    fake_llm.script_matching(MODEL, ("rate how likely",), Reply.text('{"score": 0.8}'))
+    fake_llm.script_matching(MODEL, ("final answer to the task",), Reply.text("from the tree"))
+    spec = AgentSpec(kind="auto", strategy=options)
+    events, chain = await _run(runtime, spec, "Hard task.", Budget(max_llm_calls=5))
+    assert _answer(events) == "from the tree"
+    [selected] = _records(chain, StrategyEvent.STRATEGY_SELECTED)
+    assert (_detail(selected)["table"], _detail(selected)["strategy"]) == ("mcts", "tot")
+    assert _detail(selected)["excluded"] == ["mcts"]
+    assert chain.usage().llm_calls == 4
+    fake_llm.verify()
