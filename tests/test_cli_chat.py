@@ -121,6 +121,21 @@ async def test_chat_on_the_demo_model_prints_each_answer_once_and_counts_in_the_
     assert "1 LLM calls" not in out
 
 
+async def test_chat_with_a_strategy_shows_its_records_on_the_demo_model(tmp_path: Path) -> None:
+    """`--kind auto` on a fresh install: each turn states the complexity it scored and the
+    strategy it chose, named, before the answer."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OMNIFORGE_")}
+    env = {**clean, "OMNIFORGE_DATA_DIR": str(tmp_path)}
+
+    code, out, err = await _omniforge("chat", "--kind", "auto", env=env, stdin="What is 6*7?\n")
+
+    assert code == 0, err
+    assert "· [complexity] Task complexity 0.70 (model)" in out
+    assert "· [strategy] Strategy react: complexity 0.70 maps to react" in out
+    assert "agent> 6 * 7 = 42.\n" in out
+    assert out.index("[complexity]") < out.index("[strategy]") < out.index("agent> 6 * 7")
+
+
 async def test_run_with_an_agent_uses_its_instructions(
     fake_llm: FakeLLMServer, tmp_path: Path
 ) -> None:

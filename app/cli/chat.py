@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
-from app.cli.wording import counted
+from app.cli.wording import STRATEGY_LABELS, counted
 from app.errors import OmniForgeError
 
 if TYPE_CHECKING:
@@ -32,6 +32,11 @@ def add_command(commands: "argparse._SubParsersAction[argparse.ArgumentParser]")
         "chat", help="talk to an agent turn by turn, its steps and output shown live"
     )
     chat.add_argument("--agent", help="`name` or `name@N` (default: the built-in agent)")
+    chat.add_argument(
+        "--kind",
+        help="the strategy of every turn (direct, cot, react, tot, mcts, plan, auto; "
+        "default: the agent's)",
+    )
     chat.add_argument(
         "--server", help="a running service's URL (default: one served by this process)"
     )
@@ -51,6 +56,7 @@ def run(args: argparse.Namespace, settings: "Settings") -> int:
             chat(
                 settings,
                 agent=args.agent,
+                kind=args.kind,
                 server=args.server,
                 token=args.token,
                 tenant=args.tenant,
@@ -72,6 +78,7 @@ async def chat(
     server: str | None,
     token: str | None,
     tenant: str,
+    kind: str | None = None,
     stdin: TextIO = sys.stdin,
     out: TextIO = sys.stdout,
 ) -> int:
@@ -80,15 +87,18 @@ async def chat(
         if server is not None:
             if not token:
                 raise ChatError("--server needs --token (or OMNIFORGE_TOKEN)")
-            return await _talk(server, token, agent, stdin, out)
+            return await _talk(server, token, agent, kind, stdin, out)
         async with _local_service(settings) as base_url:
-            return await _talk(base_url, _local_token(settings, tenant), agent, stdin, out)
+            token = _local_token(settings, tenant)
+            return await _talk(base_url, token, agent, kind, stdin, out)
     except ChatError as exc:
         print(f"omniforge: {exc}", file=sys.stderr)
         return 1
 
 
-async def _talk(base_url: str, token: str, agent: str | None, stdin: TextIO, out: TextIO) -> int:
+async def _talk(
+    base_url: str, token: str, agent: str | None, kind: str | None, stdin: TextIO, out: TextIO
+) -> int:
     import httpx
 
     headers = {"Authorization": f"Bearer {token}"}
@@ -116,14 +126,22 @@ async def _talk(base_url: str, token: str, agent: str | None, stdin: TextIO, out
             if text in _EXIT_WORDS:
                 return 0
             if text:
-                await _turn(client, conversation["id"], text, out)
+                await _turn(client, conversation["id"], text, kind, out)
 
 
-async def _turn(client: "httpx.AsyncClient", conversation_id: str, text: str, out: TextIO) -> None:
+async def _turn(
+    client: "httpx.AsyncClient", conversation_id: str, text: str, kind: str | None, out: TextIO
+) -> None:
     """Submits the turn with its stream as the answer and prints it as it comes."""
     from httpx_sse import aconnect_sse
 
-    body = {"input": text, "conversation_id": conversation_id, "stream_output": True}
+    body: dict[str, Any] = {
+        "input": text,
+        "conversation_id": conversation_id,
+        "stream_output": True,
+    }
+    if kind is not None:
+        body["kind"] = kind
     printer = _TurnPrinter(out)
     async with aconnect_sse(client, "POST", "/api/v1/tasks", json=body) as source:
         if source.response.status_code >= 400:
@@ -208,6 +226,9 @@ class _TurnPrinter:
             return f"← failed ({result.get('error_code')}): {result.get('error')}"
         if step.get("type") == "thinking":
             thought = str(step["thinking"].get("thought") or "").strip()
+            event = step["thinking"].get("event")
+            if event is not None:  # a strategy's record: what it is, then what it says
+                return f"· [{STRATEGY_LABELS.get(event, event)}] {thought}"
             if thought and thought in self._typed:
                 return None  # already typed in as the model wrote it
             return f"· {thought}"

@@ -15,11 +15,10 @@ from app.chain import (
     ChainMetrics,
     ReasoningStep,
     ReasoningStepEvent,
-    StrategyEvent,
     ToolType,
     format_usd,
 )
-from app.cli.wording import counted
+from app.cli.wording import STRATEGY_LABELS, counted
 from app.tools.models import OutputDelta
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -71,27 +70,11 @@ def _print_event(event: ChainEvent, out: TextIO, llm_calls: set[UUID]) -> None:
         )
 
 
-_EVENT_LABELS = {
-    StrategyEvent.COMPLEXITY_ASSESSED: "complexity",
-    StrategyEvent.STRATEGY_SELECTED: "strategy",
-    StrategyEvent.STRATEGY_FALLBACK: "fallback",
-    StrategyEvent.THOUGHT: "thought",
-    StrategyEvent.THOUGHT_SCORED: "score",
-    StrategyEvent.PATH_CHOSEN: "path",
-    StrategyEvent.PLAN_CREATED: "plan",
-    StrategyEvent.PLAN_STEP_STARTED: "step started",
-    StrategyEvent.PLAN_STEP_COMPLETED: "step done",
-    StrategyEvent.PLAN_STEP_FAILED: "step failed",
-    StrategyEvent.PLAN_REVISED: "plan revised",
-    StrategyEvent.PLAN_COMPLETED: "plan done",
-}
-
-
 def _describe_step(step: ReasoningStep, llm_calls: set[UUID]) -> str:
     label = f"[{step.step_number}]"
     if step.thinking is not None:
         event = step.thinking.event
-        what = "thought" if event is None else _EVENT_LABELS[event]
+        what = "thought" if event is None else STRATEGY_LABELS.get(event, event)
         return f"{label} {what:<14} {step.thinking.thought}"
     if step.synthesis is not None:
         return f"{label} final answer   {step.synthesis.conclusion}"
