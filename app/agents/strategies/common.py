@@ -187,8 +187,8 @@ class StrategyAgent(CoTAgent):
         return Answer(text, [*sources, reply.step_id], stop_reason=reason)
 
     def reserve(self, engine: ReasoningEngine) -> FinalCallReserve:
-        response_format = None
-        return FinalCallReserve(engine, self.max_output_tokens, response_format, text_format=False)
+        """What keeps back the run's last answer (its schema, if any, is in its prompt)."""
+        return FinalCallReserve(engine, self.max_output_tokens, None, text_format=False)
 
     def output_format(self) -> OutputFormat | None:
         if self.response_format is None:
@@ -262,7 +262,7 @@ def json_object(text: str) -> dict[str, Any] | None:
     for candidate in candidates:
         try:
             value = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested deeper than a parser goes
             continue
         if isinstance(value, dict):
             return value
