@@ -25,7 +25,6 @@ from bench import (
     service_suite,
     service_tail,
     step_overhead,
-    strategies,
 )
 from bench.results import record
 from bench.service_report import (
@@ -291,6 +290,10 @@ def _steps(tasks: int) -> None:
 
 
 def _strategies(tasks: int) -> None:
+    # Imported here: `compare` runs this tree's benchmark code in older trees too, whose
+    # agents have no strategies to import.
+    from bench import strategies
+
     costs, wall = strategies.run(tasks=tasks)
     base = next(cost for cost in costs if cost.kind == "direct")
     print(
