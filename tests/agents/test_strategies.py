@@ -19,8 +19,6 @@ from app.agents.spec import (
     TreeSearchOptions,
 )
 from app.agents.strategies.auto import heuristic
-from app.agents.strategies.common import json_object, score_of
-from app.agents.strategies.simple import split_reasoning
 from app.chain import (
     Budget,
     ChainCompletedEvent,
@@ -121,17 +119,6 @@ async def test_cot_records_its_reasoning_as_a_thought_before_the_answer(
     assert synthesis.synthesis is not None
     assert synthesis.synthesis.sources == [thought.id, result.id]
     fake_llm.verify()
-
-
-def test_a_step_by_step_reply_splits_at_its_last_answer_line() -> None:
-    assert split_reasoning("just 5") == ("", "just 5", None)
-    assert split_reasoning("A.\n**Answer:** x\nB.\nAnswer: y") == (
-        "A.\n**Answer:** x\nB.",
-        "y",
-        None,
-    )
-    assert split_reasoning("r\nConfidence: high\nAnswer: z") == ("r", "z", None)
-    assert split_reasoning("r\nconfidence: 0.25\nanswer: z")[2] == 0.25
 
 
 async def test_cot_fails_an_answer_that_misses_the_response_format(
@@ -591,13 +578,3 @@ async def test_auto_leaves_out_mcts_when_the_budget_cannot_pay_for_its_simulatio
     assert _detail(selected)["excluded"] == ["mcts"]
     assert chain.usage().llm_calls == 4
     fake_llm.verify()
-
-
-def test_a_reply_holds_a_json_object_alone_fenced_or_amid_prose_and_nothing_breaks_it() -> None:
-    assert json_object('{"score": 0.5}') == {"score": 0.5}
-    assert json_object('Here:\n```json\n{"score": 0.5}\n```') == {"score": 0.5}
-    assert json_object("no object [1, 2]") is None
-    assert json_object("[" * 100_000 + "]" * 100_000) is None  # too deep for the parser
-    assert json_object("{" * 100_000 + "}" * 100_000) is None
-    assert score_of("0.25") == 0.25
-    assert [score_of(v) for v in (True, 1.5, -0.1, float("nan"), "high")] == [None] * 5
