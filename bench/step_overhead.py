@@ -21,31 +21,53 @@ from app.tools.executor import ToolExecutor
 from app.tools.models import ToolCallContext, ToolDefinition, ToolOutput
 from app.tools.registry import ToolRegistry
 
-_LLM_PARAMETERS = {
+LLM_PARAMETERS = {
     "type": "object",
     "properties": {
         "model": {"type": "string"},
         "messages": {"type": "array"},
         "tools": {"type": "array", "items": {"type": "string"}},
         "max_tokens": {"type": "integer"},
+        "temperature": {"type": "number"},
     },
 }
 
 
-class InstantModel(BaseTool):
-    """Answers at once: calls `noop` until `iterations` calls were made, then answers."""
+class InstantLLM(BaseTool):
+    """The `llm` tool answering at once with what `reply` makes of a call's arguments: a
+    reply's value and the input tokens it counts."""
 
-    def __init__(self, iterations: int) -> None:
-        self._iterations = iterations
-        self._definition = ToolDefinition(
-            name=LLM_TOOL_NAME, type=ToolType.LLM, description="instant", parameters=_LLM_PARAMETERS
-        )
+    _definition = ToolDefinition(
+        name=LLM_TOOL_NAME, type=ToolType.LLM, description="instant", parameters=LLM_PARAMETERS
+    )
 
     @property
     def definition(self) -> ToolDefinition:
         return self._definition
 
+    def reply(self, arguments: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        raise NotImplementedError
+
     async def execute(self, arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
+        value, input_tokens = self.reply(arguments)
+        return ToolOutput(
+            value,
+            model="instant",
+            provider="bench",
+            deployment="instant",
+            input_tokens=input_tokens,
+            output_tokens=20,
+            cost_usd=Decimal("0.000123"),
+        )
+
+
+class InstantModel(InstantLLM):
+    """Answers at once: calls `noop` until `iterations` calls were made, then answers."""
+
+    def __init__(self, iterations: int) -> None:
+        self._iterations = iterations
+
+    def reply(self, arguments: dict[str, Any]) -> tuple[dict[str, Any], int]:
         turn = sum(1 for m in arguments["messages"] if m["role"] == "tool")
         if turn < self._iterations:
             value: dict[str, Any] = {
@@ -55,15 +77,7 @@ class InstantModel(BaseTool):
             }
         else:
             value = {"content": "Done.", "tool_calls": [], "finish_reason": "stop"}
-        return ToolOutput(
-            value,
-            model="instant",
-            provider="bench",
-            deployment="instant",
-            input_tokens=100 + turn,
-            output_tokens=20,
-            cost_usd=Decimal("0.000123"),
-        )
+        return value, 100 + turn
 
 
 class NoopTool(BaseTool):

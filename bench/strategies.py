@@ -15,7 +15,6 @@ import json
 import tempfile
 import time
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -23,24 +22,12 @@ from app.agents import AgentRuntime, AgentSpec, AgentTask
 from app.agents.base import AgentParts
 from app.agents.kinds import AgentKinds
 from app.agents.spec import MonteCarloOptions, PlanOptions, StrategyOptions, TreeSearchOptions
-from app.chain import StrategyEvent, ToolType
+from app.chain import StrategyEvent
 from app.llm import LLMGateway, load_model_list
-from app.tools.base import BaseTool
-from app.tools.builtin.llm import LLM_TOOL_NAME
 from app.tools.executor import ToolExecutor
-from app.tools.models import ToolCallContext, ToolDefinition, ToolOutput
 from app.tools.registry import ToolRegistry
+from bench.step_overhead import InstantLLM
 
-_PARAMETERS = {
-    "type": "object",
-    "properties": {
-        "model": {"type": "string"},
-        "messages": {"type": "array"},
-        "tools": {"type": "array", "items": {"type": "string"}},
-        "max_tokens": {"type": "integer"},
-        "temperature": {"type": "number"},
-    },
-}
 KINDS = ("direct", "cot", "tot", "mcts", "plan")
 _PLAN = {
     "steps": [{"id": f"s{n}", "description": f"part {n}", "strategy": "direct"} for n in range(4)]
@@ -66,30 +53,12 @@ def _reply(messages: list[dict[str, Any]]) -> str:
     return "42"
 
 
-class InstantModel(BaseTool):
+class InstantModel(InstantLLM):
     """The `llm` tool answering every strategy's request at once."""
 
-    def __init__(self) -> None:
-        self._definition = ToolDefinition(
-            name=LLM_TOOL_NAME, type=ToolType.LLM, description="instant", parameters=_PARAMETERS
-        )
-
-    @property
-    def definition(self) -> ToolDefinition:
-        return self._definition
-
-    async def execute(self, arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
+    def reply(self, arguments: dict[str, Any]) -> tuple[dict[str, Any], int]:
         content = _reply(arguments["messages"])
-        value = {"content": content, "tool_calls": [], "finish_reason": "stop"}
-        return ToolOutput(
-            value,
-            model="instant",
-            provider="bench",
-            deployment="instant",
-            input_tokens=100,
-            output_tokens=20,
-            cost_usd=Decimal("0.000123"),
-        )
+        return {"content": content, "tool_calls": [], "finish_reason": "stop"}, 100
 
 
 @dataclass(frozen=True)

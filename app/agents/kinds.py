@@ -9,31 +9,16 @@ import re
 from collections.abc import Mapping
 
 from app.agents.base import AgentParts, CoTAgent
-from app.agents.react import ReActAgent
-from app.agents.spec import DEFAULT_KIND, KIND_PATTERN, AgentSpec
-from app.agents.strategies import (
-    AutoAgent,
-    ChainOfThoughtAgent,
-    DirectAgent,
-    MonteCarloAgent,
-    PlanAgent,
-    TreeOfThoughtsAgent,
-)
+from app.agents.spec import KIND_PATTERN, AgentSpec
+from app.agents.strategies import AutoAgent
+from app.agents.strategies.auto import STRATEGIES
 from app.errors import OmniForgeError
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "omniforge.agent_kinds"
 
-BUILTIN: dict[str, type[CoTAgent]] = {
-    "direct": DirectAgent,
-    "cot": ChainOfThoughtAgent,
-    DEFAULT_KIND: ReActAgent,
-    "tot": TreeOfThoughtsAgent,
-    "mcts": MonteCarloAgent,
-    "plan": PlanAgent,
-    "auto": AutoAgent,
-}
+BUILTIN: dict[str, type[CoTAgent]] = {**STRATEGIES, "auto": AutoAgent}
 
 
 class UnknownAgentKind(OmniForgeError, KeyError):

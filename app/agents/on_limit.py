@@ -113,26 +113,13 @@ class FinalCallReserve:
         budget = self.engine.chain.budget
         if budget is None:
             return True
-        used = self.engine.chain.usage()
-        if budget.max_llm_calls is not None and used.llm_calls + 1 > budget.max_llm_calls:
+        if (
+            budget.max_llm_calls is not None
+            and self.engine.chain.usage().llm_calls + 1 > budget.max_llm_calls
+        ):
             return False
-        if budget.max_tokens is None and budget.max_cost_usd is None:
-            return True
-        estimate = await self.engine.estimate_llm(
-            messages,
-            max_tokens=min(FINAL_MIN_TOKENS, self.max_tokens or FINAL_MIN_TOKENS),
-            response_format=self.response_format,
-            model=model,
-        )
-        if estimate is None:
-            return True
-        if budget.max_tokens is not None and used.tokens + _tokens(estimate) > budget.max_tokens:
-            return False
-        return (
-            budget.max_cost_usd is None
-            or estimate.cost_usd is None
-            or used.cost_usd + estimate.cost_usd <= budget.max_cost_usd
-        )
+        shortest = min(FINAL_MIN_TOKENS, self.max_tokens or FINAL_MIN_TOKENS)
+        return (await self._fits(messages, shortest, model))[0]
 
     async def final_max_tokens(
         self, messages: list[dict[str, Any]], model: str | None = None
@@ -143,39 +130,42 @@ class FinalCallReserve:
         budget = self.engine.chain.budget
         if budget is None or (budget.max_tokens is None and budget.max_cost_usd is None):
             return None
-        used = self.engine.chain.usage()
-
-        async def fits(max_tokens: int | None) -> tuple[bool, int]:
-            estimate = await self.engine.estimate_llm(
-                messages,
-                max_tokens=max_tokens,
-                response_format=self.response_format,
-                model=model,
-            )
-            if estimate is None:
-                return True, 0
-            within_tokens = (
-                budget.max_tokens is None or used.tokens + _tokens(estimate) <= budget.max_tokens
-            )
-            within_cost = (
-                budget.max_cost_usd is None
-                or estimate.cost_usd is None
-                or used.cost_usd + estimate.cost_usd <= budget.max_cost_usd
-            )
-            return within_tokens and within_cost, estimate.max_output_tokens
-
-        whole, cap = await fits(self.max_tokens)
+        whole, cap = await self._fits(messages, self.max_tokens, model)
         if whole or cap <= 1:
             return self.max_tokens
         # The largest cap that fits: costs and tokens grow with it.
         low, high = 0, cap
         while high - low > 1:
             middle = (low + high) // 2
-            if (await fits(middle))[0]:
+            if (await self._fits(messages, middle, model))[0]:
                 low = middle
             else:
                 high = middle
         return low or self.max_tokens
+
+    async def _fits(
+        self, messages: list[dict[str, Any]], max_tokens: int | None, model: str | None
+    ) -> tuple[bool, int]:
+        """Whether a call with `messages` and output cap `max_tokens` fits the token and
+        cost budget left, and the output cap it was estimated with."""
+        budget = self.engine.chain.budget
+        if budget is None or (budget.max_tokens is None and budget.max_cost_usd is None):
+            return True, 0
+        estimate = await self.engine.estimate_llm(
+            messages, max_tokens=max_tokens, response_format=self.response_format, model=model
+        )
+        if estimate is None:
+            return True, 0
+        used = self.engine.chain.usage()
+        within_tokens = (
+            budget.max_tokens is None or used.tokens + _tokens(estimate) <= budget.max_tokens
+        )
+        within_cost = (
+            budget.max_cost_usd is None
+            or estimate.cost_usd is None
+            or used.cost_usd + estimate.cost_usd <= budget.max_cost_usd
+        )
+        return within_tokens and within_cost, estimate.max_output_tokens
 
     def _final_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         # The longest of the messages the final call may add, so the count is not short.

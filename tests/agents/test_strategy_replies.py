@@ -2,8 +2,7 @@
 answer; a JSON object alone, fenced or amid prose; a score from 0 to 1. Nothing a model can
 write breaks them."""
 
-from app.agents.strategies.common import json_object, score_of
-from app.agents.strategies.simple import split_reasoning
+from app.agents.strategies.common import json_object, score_of, split_reasoning
 
 
 def test_a_step_by_step_reply_splits_at_its_last_answer_line() -> None:

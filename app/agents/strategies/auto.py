@@ -49,13 +49,15 @@ FALLBACK_CODES = frozenset(
 )
 """The failures a simpler strategy may not meet: the run falls back on these only."""
 
-_STRATEGIES: dict[str, type[StrategyAgent]] = {
+STRATEGIES: dict[str, type[CoTAgent]] = {
     "direct": DirectAgent,
     "cot": ChainOfThoughtAgent,
+    "react": ReActAgent,
     "tot": TreeOfThoughtsAgent,
     "mcts": MonteCarloAgent,
     "plan": PlanAgent,
 }
+"""The strategies `auto` chooses among (every built-in kind but itself)."""
 _DEEP_WORDS = re.compile(
     r"\b(plan|steps?|compare|analy[sz]e|research|design|evaluate|investigate|strategy|"
     r"trade-?offs?|explain why|prove|derive|first|then|finally)\b",
@@ -95,11 +97,7 @@ class AutoAgent(CoTAgent):
 
     def build(self, name: str) -> CoTAgent:
         spec = self.spec.model_copy(update={"kind": name})
-        agent: CoTAgent
-        if name == "react":
-            agent = ReActAgent.from_spec(spec, self.parts)
-        else:
-            agent = _STRATEGIES[name].from_spec(spec, self.parts)
+        agent = STRATEGIES[name].from_spec(spec, self.parts)
         agent.compact_at = self.compact_at
         return agent
 

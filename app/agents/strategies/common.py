@@ -21,7 +21,8 @@ from app.llm import LLMGateway
 from app.tools.executor import ToolExecutor
 
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-ANSWER_LINE = re.compile(r"^[ \t]*\**answer\**[ \t]*:[ \t]*", re.IGNORECASE | re.MULTILINE)
+_ANSWER_LINE = re.compile(r"^[ \t]*\**answer\**[ \t]*:[ \t]*", re.IGNORECASE | re.MULTILINE)
+_CONFIDENCE = re.compile(r"^[ \t]*\**confidence\**[ \t]*:[ \t]*(?P<value>\S+)[ \t]*$", re.I | re.M)
 
 
 class LowConfidence(ChainAbort):
@@ -313,8 +314,23 @@ def task_text(task: AgentTask) -> str:
     return "\n".join(parts)
 
 
+def split_reasoning(reply: str) -> tuple[str, str, float | None]:
+    """A reply that may reason first as (reasoning, answer, confidence): the answer after its
+    last `Answer:` line (the whole reply when it has none), the confidence its last
+    `Confidence:` line before that states."""
+    markers = list(_ANSWER_LINE.finditer(reply))
+    if not markers:
+        return "", reply.strip(), None
+    last = markers[-1]
+    reasoning, answer = reply[: last.start()], reply[last.end() :].strip()
+    confidence = None
+    stated = list(_CONFIDENCE.finditer(reasoning))
+    if stated:
+        confidence = score_of(stated[-1]["value"])
+        reasoning = reasoning[: stated[-1].start()] + reasoning[stated[-1].end() :]
+    return reasoning.strip(), answer, confidence
+
+
 def split_answer(reply: str) -> str:
-    """The answer of a reply that may reason first: the text after its last `Answer:` line,
-    else the whole reply."""
-    markers = list(ANSWER_LINE.finditer(reply))
-    return (reply[markers[-1].end() :] if markers else reply).strip()
+    """The answer of a reply that may reason first (see `split_reasoning`)."""
+    return split_reasoning(reply)[1]

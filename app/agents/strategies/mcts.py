@@ -24,10 +24,11 @@ from app.agents.strategies.common import (
     Answer,
     StrategyAgent,
     judgement,
+    split_answer,
+    split_reasoning,
     succeeded,
     task_text,
 )
-from app.agents.strategies.simple import split_reasoning
 from app.chain import StrategyEvent
 from app.tools.results import ToolInvocation
 
@@ -220,7 +221,7 @@ class MonteCarloAgent(StrategyAgent):
                 {"role": "user", "content": self.system_prompt(ROLLOUT_PROMPT)},
             ]
             rollout = await self.call(engine, messages, stream=False, parent_step_id=node.step_id)
-            answer, reply_id = split_reasoning(rollout.content or "")[1], rollout.step_id
+            answer, reply_id = split_answer(rollout.content or ""), rollout.step_id
         judged = [
             {"role": "system", "content": self.system_prompt_plain(JUDGE_PROMPT)},
             {"role": "user", "content": f"Task:\n{task_text(task)}\n\nAnswer:\n{answer}"},

@@ -67,7 +67,6 @@ _MIN_STEP_TOKENS = 16
 class _Outcome:
     output: str
     steps: list[UUID]  # the steps that record it: its call's and the result
-    value: Any = None
     error: str | None = None
     overran: bool = False
 
@@ -345,7 +344,7 @@ class PlanAgent(StrategyAgent):
         else:
             output = _text(value)
         if step.output_schema is None:
-            return _Outcome(output, recorded, value=value)
+            return _Outcome(output, recorded)
         try:
             check = await engine.in_thread(OutputFormat(step.output_schema).check, output)
         except InvalidResponseFormat as exc:
@@ -354,7 +353,7 @@ class PlanAgent(StrategyAgent):
             return _Outcome(
                 output, recorded, error=f"its output misses its contract: {'; '.join(check.errors)}"
             )
-        return _Outcome(output, recorded, value=check.value)
+        return _Outcome(output, recorded)
 
     async def _synthesise(self, task: AgentTask, engine: ReasoningEngine, run: _Run) -> Answer:
         results = "\n".join(

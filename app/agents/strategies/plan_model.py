@@ -47,9 +47,6 @@ class Plan(BaseModel):
             step.model_dump(exclude_defaults=True, exclude={"arguments"}) for step in self.steps
         ]
 
-    def by_id(self) -> dict[str, PlanStep]:
-        return {step.id: step for step in self.steps}
-
 
 def read_plan(
     text: str,

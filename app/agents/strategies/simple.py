@@ -1,11 +1,9 @@
 """The one-call strategies: `direct` answers at once; `cot` reasons step by step first, in the
 same call, and its reasoning is recorded as a `thinking` step before the answer."""
 
-import re
-
 from app.agents.engine import ReasoningEngine
 from app.agents.models import AgentTask
-from app.agents.strategies.common import ANSWER_LINE, Answer, StrategyAgent, score_of
+from app.agents.strategies.common import Answer, StrategyAgent, split_reasoning
 
 DIRECT_PROMPT = "Answer the task directly and concisely."
 
@@ -13,8 +11,6 @@ COT_PROMPT = """\
 Think the task through step by step before you answer. Write your reasoning first. Then, on \
 a line of its own, `Confidence:` and how sure you are of your answer, from 0 to 1. Last, on a \
 line of its own, `Answer:` followed by the final answer alone."""
-
-_CONFIDENCE = re.compile(r"^[ \t]*\**confidence\**[ \t]*:[ \t]*(?P<value>\S+)[ \t]*$", re.I | re.M)
 
 
 class DirectAgent(StrategyAgent):
@@ -48,18 +44,3 @@ class ChainOfThoughtAgent(StrategyAgent):
             )
             sources.insert(0, step.id)
         return Answer(answer, sources, confidence)
-
-
-def split_reasoning(reply: str) -> tuple[str, str, float | None]:
-    """A step-by-step reply as (reasoning, answer, confidence)."""
-    markers = list(ANSWER_LINE.finditer(reply))
-    if not markers:
-        return "", reply.strip(), None
-    last = markers[-1]
-    reasoning, answer = reply[: last.start()], reply[last.end() :].strip()
-    confidence = None
-    stated = list(_CONFIDENCE.finditer(reasoning))
-    if stated:
-        confidence = score_of(stated[-1]["value"])
-        reasoning = reasoning[: stated[-1].start()] + reasoning[stated[-1].end() :]
-    return reasoning.strip(), answer, confidence
