@@ -57,6 +57,9 @@ def service_settings(
         "default_model": MODEL,
         "llm_max_attempts": 1,
         "shutdown_grace_s": 2.0,
+        # The suite's workers share one Postgres (100 connections by default) among their
+        # services and engines: each service opens at most 10.
+        "database_pool_size": 5,
     }
     values.update(overrides)
     return Settings(**values)

@@ -23,7 +23,8 @@ TENANT = "usage-tenant"
 @pytest.fixture
 async def databases(own_database_url: str) -> AsyncIterator[list[Database]]:
     """Two engines on a database of this test's own: no running service claims its tasks."""
-    engines = [Database(own_database_url), Database(own_database_url)]
+    # Small pools: the suite's workers share one Postgres; the writers queue for connections.
+    engines = [Database(own_database_url, pool_size=5), Database(own_database_url, pool_size=5)]
     yield engines
     for engine in engines:
         await engine.dispose()
@@ -61,6 +62,7 @@ def _cost(
         "cost_usd": cost,
         "unpriced": cost is None,
         "recorded_at": at,
+        "strategy": "react",
     }
 
 
