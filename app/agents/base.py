@@ -49,6 +49,9 @@ class CoTAgent(ABC):
     """
 
     agent_id: ClassVar[str] = "cot"
+    # The kind it was built as (`AgentKinds.build` sets it): the strategy its calls' cost
+    # records name; None: its `agent_id`.
+    kind: str | None = None
     # Prompts past this share of their model's input window are compacted before the call
     # (None: never); the runtime sets it on the agents it builds.
     compact_at: float | None = None
@@ -123,6 +126,7 @@ class CoTAgent(ABC):
             stored=events.stored,
             ready=events.may_call,
             starting=events.starting,
+            strategy=self.kind or self.agent_id,
         )
         return AgentRun(
             self,

@@ -104,6 +104,7 @@ class ReasoningEngine:
         stored: Callable[[], Awaitable[None]] | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
         starting: Callable[[], Awaitable[None]] | None = None,
+        strategy: str | None = None,
     ) -> None:
         self.chain = chain
         self.task = task
@@ -128,6 +129,7 @@ class ReasoningEngine:
             stored=stored,
             ready=ready,
             starting=starting,
+            strategy=strategy,
         )
         # With `on_delta`, every LLM call streams its reply there as it arrives.
         self._on_delta = on_delta
@@ -146,6 +148,16 @@ class ReasoningEngine:
             if compact_at is None or self._llm is None
             else Compactor(compact_at, self._prompt_tokens, self._summarise)
         )
+
+    @property
+    def strategy(self) -> str | None:
+        """The strategy the run's calls are made by, which their cost records keep."""
+        return self._context.strategy
+
+    def use_strategy(self, name: str) -> None:
+        """Makes the run's next calls `name`'s (`auto` handing the task to a strategy)."""
+        self._context = replace(self._context, strategy=name)
+        self._llm_context = replace(self._llm_context, strategy=name)
 
     def available_tools(self) -> list[ToolDefinition]:
         """The tools offered to the model: those this task may call and its caller may use,

@@ -76,4 +76,5 @@ class AgentKinds:
             raise UnknownAgentKind(spec.kind, self.names())
         agent = agent_class.from_spec(spec, parts)
         agent.compact_at = parts.compact_at
+        agent.kind = spec.kind
         return agent

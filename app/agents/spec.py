@@ -206,3 +206,10 @@ class AgentSpec(BaseModel):
         "tool name (`tools`) or type (`types`), `always` or `never`; the strictest of the "
         "tool's, the tenant's and these rules applies.",
     )
+
+    def assessed_by_heuristic(self) -> Self:
+        """This spec with `auto` scoring a task's complexity by its wording alone, never a
+        model call (a tenant's model policy may ask for that)."""
+        options = self.strategy or StrategyOptions()
+        auto = options.auto.model_copy(update={"assess": "heuristic"})
+        return self.model_copy(update={"strategy": options.model_copy(update={"auto": auto})})

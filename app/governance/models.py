@@ -1,7 +1,7 @@
 """Model governance: which models a tenant's runs may reach, its default, output caps."""
 
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +37,12 @@ class ModelPolicy(BaseModel):
         default_factory=dict,
         description="Output-token cap per model name or pattern; a call asking for more is "
         "capped, whichever of its fallbacks answers.",
+    )
+    complexity_assessment: Literal["model", "heuristic"] = Field(
+        default="model",
+        description="How `auto` agents score a task's complexity: `model`, as each agent's "
+        "definition says (by default one cheap call with a stated rubric); `heuristic`, by "
+        "the task's wording alone, never a model call.",
     )
 
     def approves(self, model: str) -> bool:

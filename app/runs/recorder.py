@@ -454,4 +454,5 @@ class RunRecorder:
             "cost_usd": record.cost_usd,
             "unpriced": record.unpriced,
             "recorded_at": record.recorded_at,
+            "strategy": record.strategy,
         }

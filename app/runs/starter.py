@@ -286,6 +286,8 @@ class RunStarter:
         spec = agent.definition.spec()
         if submission.kind is not None:
             spec = spec.model_copy(update={"kind": submission.kind})
+        if spec.kind == "auto" and models.complexity_assessment == "heuristic":
+            spec = spec.assessed_by_heuristic()
         run = runtime.agent_for(spec).start(
             agent_task,
             chain=chain,

@@ -18,7 +18,7 @@ from app.storage.purged_costs import PurgedSum, purged_sums
 from app.storage.records import CostRecordRow
 from app.storage.tables import cost_records, model_usage, tasks
 
-GroupBy = Literal["model", "day", "tool", "task", "user", "agent"]
+GroupBy = Literal["model", "day", "tool", "task", "user", "agent", "strategy"]
 CostOrder = Literal["key", "cost"]
 
 
@@ -205,6 +205,7 @@ class CostRepository:
             "task": c.task_id,
             "user": c.user_id,
             "agent": tasks.c.agent_name,
+            "strategy": c.strategy,
         }[group_by]
 
 

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from app.storage.tables import cost_records, purged_costs, tasks
 
 # What a purged call is summed by: everything the cost reports group by, but its task.
-_KEY = ("day", "model", "tool_name", "tool_type", "user_id", "agent_name")
+_KEY = ("day", "model", "tool_name", "tool_type", "user_id", "agent_name", "strategy")
 
 
 @dataclass(slots=True)
@@ -49,6 +49,7 @@ async def keep_costs(
             c.tool_type,
             c.user_id,
             tasks.c.agent_name,
+            c.strategy,
             c.input_tokens,
             c.output_tokens,
             c.cost_usd,
@@ -61,7 +62,15 @@ async def keep_costs(
     sums: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
         day = row.recorded_at.astimezone(UTC).date()
-        key = (day, row.model, row.tool_name, row.tool_type, row.user_id, row.agent_name)
+        key = (
+            day,
+            row.model,
+            row.tool_name,
+            row.tool_type,
+            row.user_id,
+            row.agent_name,
+            row.strategy,
+        )
         entry = sums.setdefault(
             key,
             {
@@ -109,6 +118,7 @@ def _column(group_by: str | None) -> Any:
         "tool": p.tool_name,
         "user": p.user_id,
         "agent": p.agent_name,
+        "strategy": p.strategy,
     }[group_by]
 
 

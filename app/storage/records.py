@@ -189,6 +189,8 @@ class CostRecordRow(_Record):
     cost_usd: Decimal | None
     unpriced: bool
     recorded_at: datetime
+    # The strategy (agent kind) that made the call; None for calls recorded before it was.
+    strategy: str | None = None
 
 
 class AgentRecord(_Record):

@@ -303,6 +303,7 @@ class ToolExecutor:
                     output_tokens=info.output_tokens or 0,
                     cost_usd=info.cost_usd,
                     unpriced=info.unpriced,
+                    strategy=call.context.strategy,
                 )
             )
         if call.pending is None or call.settled:

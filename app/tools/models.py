@@ -292,6 +292,9 @@ class ToolCallContext:
     # The child tasks this call started (a sub-agent's, a remote agent's record), for its
     # result to name even where the call ends without an answer (cancelled, failed).
     started: list["ChildRun"] = field(default_factory=list)
+    # The strategy making the call (an agent kind: `react`, `plan`...), which its cost record
+    # keeps; None: none says (library use).
+    strategy: str | None = None
 
     def at(
         self,
@@ -327,6 +330,7 @@ class ToolCallContext:
             self.starting,
             # A new call starts its own children; its attempts share them.
             self.started if call_step is None else [],
+            self.strategy,
         )
 
     def progress(self, message: str, fraction: float | None = None) -> None:

@@ -31,6 +31,8 @@ class CostRecord:
     cost_usd: Decimal | None
     unpriced: bool
     recorded_at: datetime = field(default_factory=utc_now)
+    # The strategy that made the call (`ToolCallContext.strategy`).
+    strategy: str | None = None
 
 
 class CostRecorder(Protocol):

@@ -35,7 +35,12 @@ async def test_a_task_naming_an_unapproved_model_is_refused_with_what_is_approve
 
 
 async def test_the_policy_is_audited_and_read_back(service: Service, tenant: str) -> None:
-    policy = {"approved": ["fake-*", "demo"], "default_model": "demo", "max_output_tokens": {}}
+    policy = {
+        "approved": ["fake-*", "demo"],
+        "default_model": "demo",
+        "max_output_tokens": {},
+        "complexity_assessment": "heuristic",
+    }
     await configure(service, tenant, "models", policy)
     async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
         read = (await admin.get(f"/api/v1/tenants/{tenant}/models")).json()
@@ -82,6 +87,9 @@ async def test_invalid_policies_are_refused_field_by_field(service: Service, ten
         bad_cap = await admin.put(
             f"/api/v1/tenants/{tenant}/models", json={"max_output_tokens": {MODEL: 0}}
         )
+        bad_assessment = await admin.put(
+            f"/api/v1/tenants/{tenant}/models", json={"complexity_assessment": "guess"}
+        )
         unchanged = (await admin.get(f"/api/v1/tenants/{tenant}/models")).json()
 
     body = assert_problem(unmatched, 422, "validation-error")
@@ -92,7 +100,14 @@ async def test_invalid_policies_are_refused_field_by_field(service: Service, ten
     body = assert_problem(unapproved_default, 422, "validation-error")
     assert [e["field"] for e in body["errors"]] == ["body.default_model"]
     assert_problem(bad_cap, 422, "validation-error")
-    assert unchanged == {"approved": None, "default_model": None, "max_output_tokens": {}}
+    body = assert_problem(bad_assessment, 422, "validation-error")
+    assert [e["field"] for e in body["errors"]] == ["body.complexity_assessment"]
+    assert unchanged == {
+        "approved": None,
+        "default_model": None,
+        "max_output_tokens": {},
+        "complexity_assessment": "model",
+    }
 
 
 async def test_the_model_list_shows_approved_models_with_their_prices(

@@ -122,6 +122,7 @@ async def _reports(client: httpx.AsyncClient, tenant: str) -> list[Any]:
         {"group_by": "tool"},
         {"group_by": "user"},
         {"group_by": "agent", "split_by": "tool"},
+        {"group_by": "strategy", "split_by": "model"},
     ]:
         response = await client.get(f"/api/v1/tenants/{tenant}/costs", params=period | grouping)
         assert response.status_code == 200, response.text

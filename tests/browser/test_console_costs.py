@@ -1,6 +1,6 @@
 """The console's costs: the chart is drawn from exactly the costs API's figures (per day by
-model, and by agent), the top tasks are the API's costliest, the CSV download is the API's
-CSV, today's spend is shown against the tenant's limits; a member sees no costs."""
+model, by agent and by strategy), the top tasks are the API's costliest, the CSV download is
+the API's CSV, today's spend is shown against the tenant's limits; a member sees no costs."""
 
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,9 +32,9 @@ CHART = """(label) => {
 
 async def _run_tasks(service: Service, tenant: str) -> None:
     """Three finished tasks with priced calls: agent `alpha` (three calls), agent `beta` (one
-    costlier call) and the built-in agent (one cheap call)."""
+    costlier call, `direct`) and the built-in agent (one cheap call); all but beta's ReAct."""
     await define_agent(service, tenant, "alpha", tools=["calculator", "current_time"])
-    await define_agent(service, tenant, "beta", instructions="Answer in one word.")
+    await define_agent(service, tenant, "beta", instructions="Answer in one word.", kind="direct")
     script_two_tool_task(service.fake_llm)
     service.fake_llm.script(MODEL, Reply.text("Yes.", prompt_tokens=1200, completion_tokens=450))
     service.fake_llm.script(MODEL, Reply.text("Fine.", prompt_tokens=40, completion_tokens=9))
@@ -167,6 +167,23 @@ async def test_the_cost_chart_top_tasks_and_csv_are_the_costs_apis_figures(
     figures = page.get_by_role("table", name="Spend per day by agent: figures")
     await expect(figures.get_by_role("row")).to_have_count(2)  # the header and today
     await expect(figures.get_by_role("row").nth(1)).to_contain_text(str(today))
+
+    # Per day by strategy, and the spend of each strategy in the API's order.
+    await page.get_by_role("tab", name="By strategy").click()
+    by_strategy_label = "Spend per day by strategy"
+    await page.wait_for_function(CHART, arg=by_strategy_label, timeout=WAIT_MS)
+    per_day = await api_json(
+        service, tenant, costs, **_one(queries, group_by="day", split_by="strategy")
+    )
+    assert {g["split"] for g in per_day["groups"]} == {"react", "direct"}
+    _assert_drawn_from(await page.evaluate(CHART, by_strategy_label), per_day, "no strategy")
+    spent = await api_json(service, tenant, costs, **_one(queries, group_by="strategy"))
+    strategies = page.get_by_role("table", name="Spend by strategy")
+    rows = strategies.locator("tbody tr")
+    await expect(rows).to_have_count(2)
+    assert [await rows.nth(i).locator("td").first.inner_text() for i in range(2)] == [
+        g["key"] for g in spent["groups"]
+    ]
     assert errors == []
 
 

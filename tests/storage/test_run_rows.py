@@ -86,6 +86,7 @@ async def test_every_step_and_cost_column_comes_back_whole_through_the_read_mode
         "cost_usd": Decimal("0.000025000001"),
         "unpriced": False,
         "recorded_at": at,
+        "strategy": "plan",
     }
     write = RunWrite(task_id, chain_id, Fence("r", 1), 0, 1, steps=[step_row], costs=[cost_row])
     assert await stores.writes.append([write]) == set()

@@ -162,6 +162,7 @@ class AutoAgent(CoTAgent):
         self, name: str, task: AgentTask, engine: ReasoningEngine, model: str | None
     ) -> None:
         agent = self.build(name)
+        engine.use_strategy(name)  # its calls are billed to it; the assessment was auto's
         if isinstance(agent, StrategyAgent):
             agent.model = model
             answer = await agent.solve(task, engine)
@@ -178,7 +179,7 @@ class AutoAgent(CoTAgent):
     async def _assess(self, task: AgentTask, engine: ReasoningEngine) -> Assessment:
         auto = self.options.auto
         if auto.assess == "heuristic":
-            return heuristic(task, "the agent asks for the heuristic")
+            return heuristic(task, "the agent or its tenant asks for the heuristic")
         messages = [
             {"role": "system", "content": ASSESS_PROMPT},
             {"role": "user", "content": task_text(task)},

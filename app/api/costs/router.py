@@ -104,7 +104,7 @@ async def get_costs(
     accept: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Every priced or unpriced call recorded in the period, summed per `group_by` (model,
-    UTC day, tool, task, user or agent; none: totals only) and within it per `split_by`,
+    UTC day, tool, task, user, agent or strategy; none: totals only) and within it per `split_by`,
     exact to 1e-12 USD. `totals` count every call of the period, also when `truncated` says
     groups were left out. `order=cost&limit=10` gives the ten costliest groups. Calls of tasks
     deleted since (retention, erasure) still count, by their UTC day (their task: `null`)."""

@@ -31,8 +31,8 @@ class Figures(BaseModel):
 
 class CostGroup(Figures):
     key: str | None = Field(
-        description="The model, day, tool, task, user or agent; null: none (a task without "
-        "an agent, a call without a user)."
+        description="The model, day, tool, task, user, agent or strategy; null: none (a task "
+        "without an agent, a call without a user or strategy)."
     )
     split: str | None = Field(
         default=None, description="The `split_by` value within `key`; null without `split_by`."
@@ -89,6 +89,12 @@ class TaskCost(BaseModel):
     cost_usd: USD | None
     unpriced: bool
     recorded_at: datetime
+    strategy: str | None = Field(
+        default=None,
+        description="The strategy (agent kind) that made the call: `react`, `plan`, or for "
+        "an `auto` task `auto` (its assessment) and the strategies it ran; null for calls "
+        "recorded before strategies were.",
+    )
 
     @classmethod
     def of(cls, record: CostRecordRow) -> "TaskCost":

@@ -272,7 +272,8 @@ async def put_models(
     tenants: Tenants,
 ) -> ModelPolicy:
     """Approved models (with `*`/`?` wildcards; `null` approves every configured one), the
-    default model of tasks naming none, and output-token caps. A task naming an unapproved
+    default model of tasks naming none, output-token caps, and how `auto` agents assess a
+    task's complexity (`heuristic`: never with a model call). A task naming an unapproved
     model is refused with 422 `model-not-approved`; runs never reach one, fallbacks included.
     Audited with the policy before and after."""
     record = await tenants.set_models(caller, tenant, policy)

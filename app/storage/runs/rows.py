@@ -77,6 +77,7 @@ class CostRow(TypedDict):
     cost_usd: Decimal | None
     unpriced: bool
     recorded_at: datetime
+    strategy: str | None
 
 
 class AuditRow(TypedDict):

@@ -35,6 +35,8 @@ cost_records = Table(
     Column("cost_usd", Money),
     Column("unpriced", Boolean, nullable=False),
     Column("recorded_at", UTCDateTime, nullable=False),
+    # The strategy (agent kind) that made the call; null for records kept before it was.
+    Column("strategy", SLUG),
     ForeignKeyConstraint(["task_id"], ["tasks.id"], ondelete="CASCADE"),
     Index("ix_cost_records_tenant_recorded", "tenant_id", "recorded_at"),
     Index("ix_cost_records_task_id", "task_id"),
@@ -70,6 +72,7 @@ purged_costs = Table(
     Column("tool_type", SHORT, nullable=False),
     Column("user_id", NAME),
     Column("agent_name", SLUG),
+    Column("strategy", SLUG),
     Column("calls", Integer, nullable=False),
     Column("input_tokens", BigIntegerKey, nullable=False),
     Column("output_tokens", BigIntegerKey, nullable=False),

@@ -27,7 +27,7 @@ ChainStatus = Literal[
 StepType = Literal["thinking", "tool_call", "tool_result", "synthesis"]
 VisibilityLevel = Literal["full", "summary", "hidden"]
 StopReason = Literal["max_iterations", "max_cost_usd", "max_tokens", "max_llm_calls"]
-GroupBy = Literal["model", "day", "tool", "task", "user", "agent"]
+GroupBy = Literal["model", "day", "tool", "task", "user", "agent", "strategy"]
 CostOrder = Literal["key", "cost"]
 # Open sets: plugins add tool types, and the service may add error codes.
 ToolType = str
@@ -555,6 +555,8 @@ class TaskCost(ApiModel):
     cost_usd: Decimal | None
     unpriced: bool
     recorded_at: datetime
+    # The strategy (agent kind) that made the call; None for calls recorded before.
+    strategy: str | None = None
 
 
 class TaskCosts(ApiModel):

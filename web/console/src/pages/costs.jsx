@@ -1,5 +1,5 @@
-// Costs: what the tenant spent over a period, per UTC day by model or by agent, its costliest
-// tasks, spend by model and by agent, and how much of its cost limits today and the last hour
+// Costs: what the tenant spent over a period, per UTC day by model, agent or strategy, its
+// costliest tasks, spend by model, by agent and by strategy, and how much of its cost limits today and the last hour
 // used. Every figure is the costs API's own (exact decimal strings); only axes are formatted.
 import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, Tooltip } from "chart.js";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
@@ -22,6 +22,7 @@ const PALETTE = [
 const DIMENSIONS = {
   model: { tab: "By model", none: "no model" },
   agent: { tab: "By agent", none: "no agent" },
+  strategy: { tab: "By strategy", none: "no strategy" },
 };
 
 // The last `days` UTC days, today included: `from` is the start of the first, `to` the start
@@ -118,6 +119,7 @@ function CostReport({ tenant, canSeeLimits }) {
   const tasks = useApi(path, { ...range, group_by: "task", order: "cost", limit: 10 });
   const models = useApi(path, { ...range, group_by: "model", order: "cost" });
   const agents = useApi(path, { ...range, group_by: "agent", order: "cost" });
+  const strategies = useApi(path, { ...range, group_by: "strategy", order: "cost" });
 
   const [save, saving] = useAction(() =>
     download(path, { query: perDay, accept: "text/csv", filename: `costs-${tenant.id}.csv` }),
@@ -200,6 +202,9 @@ function CostReport({ tenant, canSeeLimits }) {
       <div class="grid two">
         <Breakdown title="Spend by model" column="Model" none="no model" report={models} />
         <Breakdown title="Spend by agent" column="Agent" none="no agent" report={agents} />
+      </div>
+      <div class="grid two">
+        <Breakdown title="Spend by strategy" column="Strategy" none="no strategy" report={strategies} />
       </div>
     </Page>
   );
