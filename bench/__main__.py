@@ -1,5 +1,5 @@
 """`python -m bench [steps|gateway|guards|inputs|deltas|history|mcp|web|console|service|live|tail|
-resume|subagents|a2a|isolation|startup|peer|all] [--quick]`:
+resume|subagents|a2a|isolation|startup|sandbox|peer|all] [--quick]`:
 prints each figure with its conditions (`live` is the service's benchmark (b) alone; `tail`, the
 completion latency of a burst of two-call tasks, also runs with `service`; `resume` starts two
 instances and kills one, and runs alone)."""
@@ -71,6 +71,7 @@ def main() -> None:
             "a2a",
             "isolation",
             "startup",
+            "sandbox",
             "peer",
             "compare",
             "all",
@@ -123,6 +124,10 @@ def main() -> None:
         _isolation(baseline_tasks=20 if args.quick else 60)
     if args.which in ("startup", "all"):
         _startup(repetitions=2 if args.quick else 7)
+    if args.which == "sandbox":
+        from bench import sandbox_report  # needs root and bubblewrap: never part of `all`
+
+        sandbox_report.report(quick=args.quick)
     if args.which == "compare":
         if not args.rest:
             parser.error("compare needs a base commit: scripts/bench compare BASE [PLAN ...]")

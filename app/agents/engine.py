@@ -167,7 +167,7 @@ class ReasoningEngine:
             definition
             for definition in self._tools.list_tools()
             if definition.type is not ToolType.LLM
-            and (allowed is None or definition.name in allowed)
+            and self._tools.offered(definition.name, allowed)
             and permits(definition, self.task.roles)
         ]
 

@@ -59,6 +59,7 @@ from app.observability.tracing import RunTracer, service_version
 from app.resources.files import FileLibrary
 from app.resources.mcp_servers import McpServers
 from app.resources.remote_agents import RemoteAgents
+from app.resources.sandboxes import build_workspaces
 from app.resources.schedules import Scheduler, ScheduleStore
 from app.resources.secrets import SecretVault
 from app.resources.todos import TodoLists
@@ -130,11 +131,15 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         stop_masking = install_log_masking(vault.masker)
         stop_ticket_masking = install_ticket_masking()
         mcp = McpServers(database, secrets=vault, network=network, timeout_s=settings.mcp_timeout_s)
+        library = FileLibrary.from_settings(database, settings)
+        # The sandbox tools join the process's tools here, when this host can run them.
+        workspaces = build_workspaces(settings, runtime.registry, library.store)
         toolbox = Toolbox(
             runtime.registry,
             network=network,
             secrets=vault,
-            files=FileLibrary.from_settings(database, settings),
+            files=library,
+            workspaces=workspaces,
             todos=TodoLists(database),
             mcp=mcp,
             remote_agents=RemoteAgents(
@@ -234,6 +239,8 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
             await scheduler.stop()
             await purge.stop()
             await runs.stop(settings.shutdown_grace_s)
+            if workspaces is not None:
+                await workspaces.close()
             await runtime.gateway.aclose()
             # Sends under way are cut: their claims lapse and they are sent again.
             await webhooks.dispatcher.aclose()

@@ -51,6 +51,8 @@ class ToolType(StrEnum):
     CUSTOM = "custom"
     # A tool of a tenant's remote MCP server.
     MCP = "mcp"
+    # Code and commands run in a sandboxed workspace (`run_code`, `run_shell`...).
+    SANDBOX = "sandbox"
 
 
 class VisibilityLevel(StrEnum):

@@ -9,6 +9,7 @@ from app.config.auth import MIN_JWT_SECRET_BYTES, AuthSettings
 from app.config.deployment import DeploymentSettings, InsecureSettings
 from app.config.observability import ObservabilitySettings
 from app.config.runs import MAX_RETENTION_DAYS, RunSettings
+from app.config.sandboxes import SandboxSettings
 from app.config.sealing import SealingSettings
 from app.config.tools import ToolSettings
 from app.config.webhooks import WebhookSettings
@@ -21,6 +22,7 @@ __all__ = ["MAX_RETENTION_DAYS", "MIN_JWT_SECRET_BYTES", "InsecureSettings", "Se
 class Settings(
     ObservabilitySettings,
     WebhookSettings,
+    SandboxSettings,
     ToolSettings,
     SealingSettings,
     AgentSettings,

@@ -11,6 +11,7 @@ from app.governance.tenants import Tenant
 from app.resources.files import FileLibrary
 from app.resources.mcp_servers import McpServers
 from app.resources.remote_agents import RemoteAgents
+from app.resources.sandboxes import Workspaces
 from app.resources.secrets import SecretVault
 from app.resources.todos import TodoLists
 from app.storage.records import NetworkAllow
@@ -48,17 +49,28 @@ class TenantTools:
     toolbox: "Toolbox"
 
     async def services(
-        self, task_id: UUID, file_ids: Sequence[str] = (), *, user: str
+        self,
+        task_id: UUID,
+        file_ids: Sequence[str] = (),
+        *,
+        user: str,
+        conversation_id: UUID | None = None,
     ) -> ToolServices:
         """The services of one run of this tenant for `user`: `file_ids` are the files
-        given to it; its file tools read what `user` may read."""
+        given to it; its file tools read what `user` may read; its workspace is its
+        conversation's (else its own)."""
         box = self.toolbox
-        files = box.files
+        files, workspaces = box.files, box.workspaces
         return ToolServices(
             secrets=None if box.secrets is None else await box.secrets.resolver(self.tenant_id),
             files=None if files is None else files.access(self.tenant_id, file_ids, user=user),
             todos=None if box.todos is None else box.todos.for_task(self.tenant_id, task_id),
             network=self.network,
+            workspace=None
+            if workspaces is None
+            else workspaces.for_run(
+                self.tenant_id, conversation_id=conversation_id, task_id=task_id
+            ),
         )
 
 
@@ -76,6 +88,7 @@ class Toolbox:
         todos: TodoLists | None = None,
         mcp: McpServers | None = None,
         remote_agents: RemoteAgents | None = None,
+        workspaces: Workspaces | None = None,
     ) -> None:
         self.registry = registry
         self.network = network or NetworkPolicy()
@@ -84,6 +97,7 @@ class Toolbox:
         self.todos = todos
         self.mcp = mcp
         self.remote_agents = remote_agents
+        self.workspaces = workspaces
 
     async def for_tenant(self, tenant: Tenant) -> TenantTools:
         own = [] if self.mcp is None else await self.mcp.tools_for(tenant.id)

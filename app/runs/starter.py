@@ -209,7 +209,10 @@ class RunStarter:
             None
             if tools is None
             else await tools.services(
-                task.id, [str(a.file_id) for a in start.attachments], user=task.user_id
+                task.id,
+                [str(a.file_id) for a in start.attachments],
+                user=task.user_id,
+                conversation_id=task.conversation_id,
             )
         )
         decisions = await self._stores.approvals.decisions(task.id) if resumed else []

@@ -54,13 +54,13 @@ def tool_entry(
     registry: ToolRegistry, name: str, allowed: frozenset[str] | None
 ) -> RegisteredTool | None:
     """The tool a call names, if the run may use it."""
-    if name in registry and (allowed is None or name in allowed):
-        return registry.entry(name)
-    return None
+    return registry.entry(name) if registry.offered(name, allowed) else None
 
 
 def unknown_tool(name: str, registry: ToolRegistry, allowed: frozenset[str] | None) -> ToolError:
-    names = registry.names() if allowed is None else allowed
+    names = (
+        [n for n in registry.names() if registry.offered(n, None)] if allowed is None else allowed
+    )
     known = ", ".join(sorted(names)) or "none"
     return ToolError(
         f"unknown tool {name!r}; available tools: {known}", error_code=ErrorCode.UNKNOWN_TOOL

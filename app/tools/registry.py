@@ -20,12 +20,21 @@ class RegisteredTool:
     validator: Validator
     # Arguments are checked off the event loop when the schema has patterns.
     patterned: bool = False
+    # Offered only to runs that name it (their task's, agent's or tenant's tools), never to
+    # a run offered every tool: the sandbox tools.
+    on_request: bool = False
 
     @classmethod
-    def of(cls, tool: BaseTool) -> "RegisteredTool":
+    def of(cls, tool: BaseTool, *, on_request: bool = False) -> "RegisteredTool":
         definition = tool.definition
         parameters = definition.parameters
-        return cls(tool, definition, compile_validator(parameters), has_patterns(parameters))
+        return cls(
+            tool,
+            definition,
+            compile_validator(parameters),
+            has_patterns(parameters),
+            on_request,
+        )
 
 
 class ToolRegistry:
@@ -36,11 +45,12 @@ class ToolRegistry:
         for tool in tools or []:
             self.register(tool)
 
-    def register(self, tool: BaseTool, *, replace: bool = False) -> None:
+    def register(self, tool: BaseTool, *, replace: bool = False, on_request: bool = False) -> None:
+        """Adds a tool; `on_request`: offered only to runs that name it."""
         definition = tool.definition
         if definition.name in self._entries and not replace:
             raise ToolAlreadyRegisteredError(definition.name)
-        self._entries[definition.name] = RegisteredTool.of(tool)
+        self._entries[definition.name] = RegisteredTool.of(tool, on_request=on_request)
 
     def extended(self, entries: Iterable[RegisteredTool]) -> "ToolRegistry":
         """This registry with `entries` added (a tenant's own tools, for one run); a name this
@@ -77,6 +87,14 @@ class ToolRegistry:
 
     def has(self, name: str) -> bool:
         return name in self._entries
+
+    def offered(self, name: str, allowed: frozenset[str] | None) -> bool:
+        """Whether a run whose tools are `allowed` (None: every tool) has `name`: a tool it
+        names, or with none named, any tool but those offered only on request."""
+        entry = self._entries.get(name)
+        if entry is None:
+            return False
+        return name in allowed if allowed is not None else not entry.on_request
 
     def names(self) -> list[str]:
         return list(self._entries)

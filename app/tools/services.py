@@ -11,6 +11,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from app.chain import ErrorCode
+from app.sandbox import Execution
+from app.sandbox.bubblewrap import OnOutput
 from app.tools.errors import ToolError
 from app.tools.header_values import PROBLEM, sendable
 from app.tools.net.policy import NetworkPolicy as NetworkPolicy
@@ -156,6 +158,29 @@ class Trails(Protocol):
     ) -> AbstractAsyncContextManager[Trail]: ...
 
 
+class WorkspaceAccess(Protocol):
+    """The run's sandboxed workspace (its conversation's, else its task's): its sandbox
+    started, or restored from its last snapshot, on first use. A limit that stops a call is
+    in its `Execution` (`stopped_by`); a sandbox that cannot run raises `SandboxFailed`."""
+
+    async def python(self, code: str, *, on_output: OnOutput | None = None) -> Execution: ...
+
+    async def run(
+        self,
+        argv: list[str] | None,
+        *,
+        script: str | None = None,
+        stdin: str | None = None,
+        on_output: OnOutput | None = None,
+    ) -> Execution: ...
+
+    async def files(self) -> list[dict[str, Any]]: ...
+
+    async def read(self, path: str, max_bytes: int) -> bytes | None: ...
+
+    async def write(self, path: str, data: bytes) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolServices:
     """One run's services for its tools; each None where the process offers none."""
@@ -163,6 +188,7 @@ class ToolServices:
     secrets: SecretResolver | None = None
     files: FileAccess | None = None
     todos: TodoList | None = None
+    workspace: WorkspaceAccess | None = None
     network: NetworkPolicy = field(default_factory=NetworkPolicy)
     # Where calls that run a remote agent's task record it (None: as progress reports).
     trails: Trails | None = None

@@ -144,7 +144,7 @@ export function Notice({ text }) {
 
 // ---- Quotas: the fields of TenantQuotas (also an API key's own limits) ----
 
-export const TOOL_TYPES = ["llm", "external", "skill", "sub_agent", "database", "file_system", "custom", "mcp"];
+export const TOOL_TYPES = ["llm", "external", "skill", "sub_agent", "database", "file_system", "custom", "mcp", "sandbox"];
 
 export const QUOTA_GROUPS = [
   {
