@@ -20,6 +20,7 @@ class BudgetLimit(StrEnum):
     MAX_LLM_CALLS = "max_llm_calls"
     MAX_STEPS = "max_steps"
     MAX_DURATION_S = "max_duration_s"
+    MAX_SANDBOX_S = "max_sandbox_s"
 
 
 class Budget(BaseModel):
@@ -33,6 +34,10 @@ class Budget(BaseModel):
     max_llm_calls: int | None = Field(default=None, gt=0)
     max_steps: int | None = Field(default=None, gt=0)
     max_duration_s: float | None = Field(default=None, gt=0, le=86_400)
+    # CPU seconds of its sandbox calls: a call once they are used up is refused.
+    max_sandbox_s: float | None = Field(
+        default=None, gt=0, le=86_400, exclude_if=lambda value: value is None
+    )
 
     @property
     def is_empty(self) -> bool:
@@ -58,6 +63,7 @@ class RemainingBudget(BaseModel):
     llm_calls: int | None = None
     steps: int | None = None
     duration_s: float | None = None
+    sandbox_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +75,7 @@ class Usage:
     llm_calls: int
     steps: int
     duration_s: float
+    sandbox_s: float = 0.0
 
     def of(self, limit: BudgetLimit) -> Decimal | int | float:
         values: dict[BudgetLimit, Decimal | int | float] = {
@@ -77,6 +84,7 @@ class Usage:
             BudgetLimit.MAX_LLM_CALLS: self.llm_calls,
             BudgetLimit.MAX_STEPS: self.steps,
             BudgetLimit.MAX_DURATION_S: self.duration_s,
+            BudgetLimit.MAX_SANDBOX_S: self.sandbox_s,
         }
         return values[limit]
 
@@ -95,6 +103,9 @@ def remaining(budget: Budget, used: Usage) -> RemainingBudget:
         duration_s=None
         if budget.max_duration_s is None
         else round(max(budget.max_duration_s - used.duration_s, 0.0), 3),
+        sandbox_s=None
+        if budget.max_sandbox_s is None
+        else round(max(budget.max_sandbox_s - used.sandbox_s, 0.0), 3),
     )
 
 

@@ -100,6 +100,8 @@ class ToolResultInfo(_Model):
     cost_usd: USD | None = None
     unpriced: bool = False
     cached: bool = False
+    # CPU seconds a sandbox call used (read from the kernel's accounting of its sandbox).
+    sandbox_s: float | None = Field(default=None, ge=0, exclude_if=lambda value: value is None)
     # A sub-agent call's result: the task and chain it started. Its usage is that of the
     # child's whole family, recorded in their own cost records, and counts here only in the
     # metrics (never billed twice).
@@ -201,6 +203,8 @@ class ChainMetrics(_Model):
     total_cost_usd: USD = Decimal(0)
     unpriced_calls: int = 0
     total_duration_ms: float = 0.0
+    # CPU seconds of its sandbox calls.
+    sandbox_s: float = Field(default=0.0, exclude_if=lambda value: not value)
     # Set when the task has a budget: what is left of it right after this step.
     remaining_budget: RemainingBudget | None = None
 
@@ -226,6 +230,8 @@ class ChainMetrics(_Model):
             self.total_cost_usd += result.cost_usd
         if result.unpriced:
             self.unpriced_calls += 1
+        if result.sandbox_s:
+            self.sandbox_s = round(self.sandbox_s + result.sandbox_s, 3)
 
 
 StepListener = Callable[[ReasoningStep], None]
@@ -392,6 +398,8 @@ class ReasoningChain(_Model):
             left[BudgetLimit.MAX_LLM_CALLS] = budget.max_llm_calls - used.llm_calls
         if budget.max_duration_s is not None:
             left[BudgetLimit.MAX_DURATION_S] = round(budget.max_duration_s - used.duration_s, 3)
+        if budget.max_sandbox_s is not None:
+            left[BudgetLimit.MAX_SANDBOX_S] = round(budget.max_sandbox_s - used.sandbox_s, 3)
         return left
 
     def add_listener(self, listener: StepListener) -> None:
@@ -464,6 +472,7 @@ class ReasoningChain(_Model):
             metrics.total_tokens += used.total_tokens
             metrics.total_cost_usd += used.total_cost_usd
             metrics.unpriced_calls += used.unpriced_calls
+            metrics.sandbox_s = round(metrics.sandbox_s + used.sandbox_s, 3)
         if self.budget is not None:
             metrics.remaining_budget = remaining(self.budget, self.usage())
         return metrics
@@ -474,15 +483,18 @@ class ReasoningChain(_Model):
         those running live); steps and duration its own."""
         metrics = self.metrics
         cost, tokens, calls = metrics.total_cost_usd, metrics.total_tokens, metrics.llm_calls
+        sandbox = metrics.sandbox_s
         for child in self._running.values():
             used = child.usage()
             cost, tokens, calls = cost + used.cost_usd, tokens + used.tokens, calls + used.llm_calls
+            sandbox += used.sandbox_s
         return Usage(
             cost_usd=cost,
             tokens=tokens,
             llm_calls=calls,
             steps=metrics.total_steps,
             duration_s=(utc_now() - self.started_at).total_seconds(),
+            sandbox_s=sandbox,
         )
 
     def finish(

@@ -1,5 +1,6 @@
 """Sandboxes: where code and commands of `run_code` and `run_shell` run, and their limits."""
 
+from decimal import Decimal
 from pathlib import Path
 from typing import Literal
 
@@ -48,6 +49,15 @@ class SandboxSettings(Section):
     )
     sandbox_processes: int = Field(
         default=64, ge=4, le=4_096, description="Processes of one sandbox at once at most."
+    )
+    sandbox_cpu_second_usd: Decimal = Field(
+        default=Decimal(0),
+        ge=0,
+        max_digits=24,
+        decimal_places=12,
+        description="The price of one CPU second of a sandbox call, in USD: each call's cost "
+        "record, the cost reports and `max_cost_usd` budgets count it (its seconds too, in "
+        "`sandbox_s`).",
     )
     sandbox_workspace_mb: int = Field(
         default=256, ge=1, description="A workspace's files at most (its size in memory)."

@@ -51,9 +51,13 @@ class BudgetGuard:
             self._own_limits(chain.budget, chain.usage(), call)
         budgeted = [c for c in (chain, *chain.ancestors) if c.budget is not None]
         is_llm = call.definition.type is ToolType.LLM
+        in_sandbox = call.definition.type is ToolType.SANDBOX
         for owner in budgeted:
             assert owner.budget is not None
-            self._calls(owner, owner.budget, owner.usage(), is_llm)
+            used = owner.usage()
+            self._calls(owner, owner.budget, used, is_llm)
+            if in_sandbox:
+                self._sandbox(owner, owner.budget, used)
         if not any(
             c.budget.max_tokens is not None or c.budget.max_cost_usd is not None
             for c in budgeted
@@ -87,6 +91,18 @@ class BudgetGuard:
                 budget,
                 f"budget max_duration_s ({budget.max_duration_s:g} s) reached",
                 used=round(used.duration_s, 3),
+            )
+
+    def _sandbox(self, owner: ReasoningChain, budget: Budget, used: Usage) -> None:
+        # A sandbox call may run past what is left (to its own CPU limit); the next is refused.
+        if budget.max_sandbox_s is not None and used.sandbox_s >= budget.max_sandbox_s:
+            raise budget_exceeded(
+                BudgetLimit.MAX_SANDBOX_S,
+                budget,
+                f"{self._whose(owner)}max_sandbox_s ({budget.max_sandbox_s:g} s) reached: "
+                f"{used.sandbox_s:g} CPU seconds used in sandboxes{self._family(owner)}",
+                used=used.sandbox_s,
+                **self._task(owner),
             )
 
     def _calls(self, owner: ReasoningChain, budget: Budget, used: Usage, is_llm: bool) -> None:

@@ -455,4 +455,5 @@ class RunRecorder:
             "unpriced": record.unpriced,
             "recorded_at": record.recorded_at,
             "strategy": record.strategy,
+            "sandbox_s": record.sandbox_s,
         }

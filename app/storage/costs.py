@@ -31,10 +31,12 @@ class Totals:
     output_tokens: int = 0
     cost_usd: Decimal = field(default_factory=lambda: Decimal(0))
     unpriced_calls: int = 0
+    # CPU seconds of sandbox calls.
+    sandbox_s: Decimal = field(default_factory=lambda: Decimal(0))
 
     def count(self, record: Any) -> None:
-        """Adds one call: anything with its tokens, `cost_usd` (None: unpriced) and
-        `unpriced`."""
+        """Adds one call: anything with its tokens, `cost_usd` (None: unpriced), `unpriced`
+        and `sandbox_s` (None: not a sandbox call)."""
         self.calls += 1
         self.input_tokens += record.input_tokens
         self.output_tokens += record.output_tokens
@@ -42,6 +44,8 @@ class Totals:
             self.cost_usd += Decimal(record.cost_usd)
         if record.unpriced:
             self.unpriced_calls += 1
+        if record.sandbox_s is not None:
+            self.sandbox_s += Decimal(record.sandbox_s)
 
     def add(self, other: "Totals") -> None:
         self.calls += other.calls
@@ -49,6 +53,7 @@ class Totals:
         self.output_tokens += other.output_tokens
         self.cost_usd += other.cost_usd
         self.unpriced_calls += other.unpriced_calls
+        self.sandbox_s += other.sandbox_s
 
 
 @dataclass(slots=True)
@@ -123,6 +128,7 @@ class CostRepository:
                     c.output_tokens,
                     c.cost_usd,
                     c.unpriced,
+                    c.sandbox_s,
                 )
                 .select_from(source)
                 .where(*where)
@@ -139,6 +145,7 @@ class CostRepository:
                     func.sum(c.output_tokens).label("output_tokens"),
                     func.coalesce(func.sum(c.cost_usd), 0).label("cost_usd"),
                     func.sum(case((c.unpriced, 1), else_=0)).label("unpriced_calls"),
+                    func.coalesce(func.sum(c.sandbox_s), 0).label("sandbox_s"),
                 )
                 .select_from(source)
                 .where(*where)
@@ -228,6 +235,7 @@ def _group(row: Any) -> Group:
             int(row.output_tokens or 0),
             Decimal(row.cost_usd or 0),
             int(row.unpriced_calls or 0),
+            Decimal(row.sandbox_s or 0),
         ),
         _key_text(row.split),
     )
@@ -247,6 +255,7 @@ def _with_purged(groups: list[Group], purged: Sequence[PurgedSum]) -> list[Group
                 entry.output_tokens,
                 entry.cost_usd,
                 entry.unpriced_calls,
+                entry.sandbox_s,
             )
         )
     return list(merged.values())

@@ -33,6 +33,7 @@ class PurgedSum:
     output_tokens: int
     cost_usd: Decimal
     unpriced_calls: int
+    sandbox_s: Decimal = Decimal(0)
 
 
 async def keep_costs(
@@ -54,6 +55,7 @@ async def keep_costs(
             c.output_tokens,
             c.cost_usd,
             c.unpriced,
+            c.sandbox_s,
         )
         .select_from(cost_records.outerjoin(tasks, tasks.c.id == c.task_id))
         .where(c.tenant_id == tenant_id, c.task_id.in_(task_ids))
@@ -81,6 +83,7 @@ async def keep_costs(
                 "output_tokens": 0,
                 "cost_usd": Decimal(0),
                 "unpriced_calls": 0,
+                "sandbox_s": None,
                 "purged_at": at,
             },
         )
@@ -91,6 +94,8 @@ async def keep_costs(
             entry["cost_usd"] += Decimal(row.cost_usd)
         if row.unpriced:
             entry["unpriced_calls"] += 1
+        if row.sandbox_s is not None:
+            entry["sandbox_s"] = (entry["sandbox_s"] or Decimal(0)) + Decimal(row.sandbox_s)
     if sums:
         await connection.execute(insert(purged_costs), list(sums.values()))
     return len(rows)
@@ -146,12 +151,15 @@ async def purged_sums(
             p.output_tokens,
             p.cost_usd,
             p.unpriced_calls,
+            p.sandbox_s,
         ).where(*where)
         sums: dict[tuple[Any, Any], PurgedSum] = {}
         for row in (await connection.execute(statement)).all():
             entry = sums.setdefault(
                 (row.key, row.split), PurgedSum(row.key, row.split, 0, 0, 0, Decimal(0), 0)
             )
+            if row.sandbox_s is not None:
+                entry.sandbox_s += Decimal(row.sandbox_s)
             entry.calls += row.calls
             entry.input_tokens += row.input_tokens
             entry.output_tokens += row.output_tokens
@@ -167,6 +175,7 @@ async def purged_sums(
             func.sum(p.output_tokens).label("output_tokens"),
             func.sum(p.cost_usd).label("cost_usd"),
             func.sum(p.unpriced_calls).label("unpriced_calls"),
+            func.coalesce(func.sum(p.sandbox_s), 0).label("sandbox_s"),
         )
         .where(*where)
         .group_by(key, split)
@@ -180,6 +189,7 @@ async def purged_sums(
             int(row.output_tokens),
             Decimal(row.cost_usd),
             int(row.unpriced_calls),
+            Decimal(row.sandbox_s),
         )
         for row in (await connection.execute(statement)).all()
     ]

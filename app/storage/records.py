@@ -191,6 +191,8 @@ class CostRecordRow(_Record):
     recorded_at: datetime
     # The strategy (agent kind) that made the call; None for calls recorded before it was.
     strategy: str | None = None
+    # CPU seconds of a sandbox call; None for other calls.
+    sandbox_s: Decimal | None = None
 
 
 class AgentRecord(_Record):

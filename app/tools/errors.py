@@ -1,6 +1,7 @@
 """Errors of the tool layer: registry lookups, tool failures by class, guard rejections."""
 
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
@@ -68,6 +69,8 @@ class ToolError(OmniForgeError):
         retry_after_s: float | None = None,
         failed_attempts: list[FailedAttempt] | None = None,
         child: "ChildRun | None" = None,
+        sandbox_s: float | None = None,
+        cost_usd: Decimal | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -80,6 +83,10 @@ class ToolError(OmniForgeError):
         self.failed_attempts = failed_attempts or []
         # A sub-agent call whose child task failed: the child and what it used all the same.
         self.child = child
+        # A sandbox call stopped at a limit: the CPU seconds it used all the same, and their
+        # cost (billed and budgeted as a successful call's).
+        self.sandbox_s = sandbox_s
+        self.cost_usd = cost_usd
 
 
 class ToolTimeoutError(ToolError):

@@ -4,6 +4,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from decimal import Decimal
 from typing import Any, NoReturn
 
 from app.bulkheads import TenantThreads
@@ -304,6 +305,7 @@ class ToolExecutor:
                     cost_usd=info.cost_usd,
                     unpriced=info.unpriced,
                     strategy=call.context.strategy,
+                    sandbox_s=None if info.sandbox_s is None else Decimal(str(info.sandbox_s)),
                 )
             )
         if call.pending is None or call.settled:

@@ -425,6 +425,8 @@ class ToolOutput:
     cost_usd: Decimal | None = None
     unpriced: bool = False
     cached: bool = False
+    # CPU seconds of a sandbox call (its cost in `cost_usd`).
+    sandbox_s: float | None = None
     # Failures inside the successful attempt (e.g. deployments the LLM router fell back from).
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
     # A sub-agent call's child task (its usage replaces the fields above in the result).

@@ -82,6 +82,7 @@ def record_result(
             else None,
             "cost_usd": output.cost_usd,
             "unpriced": output.unpriced,
+            "sandbox_s": output.sandbox_s,
         }
         if child is not None:
             usage.update(child.result_fields())
@@ -97,12 +98,19 @@ def record_result(
         )
     else:
         code, message = _failure(definition.type if definition else None, outcome)
+        # What a failed call used all the same (a sandbox call stopped at a limit).
+        used: dict[str, Any] = (
+            {"sandbox_s": error.sandbox_s, "cost_usd": error.cost_usd}
+            if error is not None and error.sandbox_s is not None
+            else {}
+        )
         info = ToolResultInfo(
             success=False,
             error=message,
             error_code=code,
             model=call_info.model,
             **common,
+            **used,
             **({} if child is None else child.result_fields()),
         )
     summary = call.entry.tool.summarize(info) if call.entry else f"{info.error_code}"
@@ -135,7 +143,12 @@ def replayed(chain: ReasoningChain, call: PreparedCall, recorded: ReasoningStep)
 
 
 def has_usage(info: ToolResultInfo) -> bool:
-    return info.unpriced or info.cost_usd is not None or info.total_tokens is not None
+    return (
+        info.unpriced
+        or info.cost_usd is not None
+        or info.total_tokens is not None
+        or info.sandbox_s is not None
+    )
 
 
 def attempt_failures(error: ToolError, attempt: int, backoff: float | None) -> list[FailedAttempt]:

@@ -33,6 +33,8 @@ class CostRecord:
     recorded_at: datetime = field(default_factory=utc_now)
     # The strategy that made the call (`ToolCallContext.strategy`).
     strategy: str | None = None
+    # CPU seconds of a sandbox call.
+    sandbox_s: Decimal | None = None
 
 
 class CostRecorder(Protocol):

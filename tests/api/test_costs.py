@@ -51,11 +51,16 @@ def _figures(calls: list[Call]) -> dict[str, Any]:
         "output_tokens": sum(c.output_tokens for c in calls),
         "cost_usd": sum((c.cost or Decimal(0) for c in calls), Decimal(0)),
         "unpriced_calls": sum(1 for c in calls if c.cost is None),
+        "sandbox_s": Decimal(0),  # no sandbox calls here (tests/api/test_sandbox_metering.py)
     }
 
 
 def _parsed(figures: dict[str, Any]) -> dict[str, Any]:
-    return {**figures, "cost_usd": Decimal(figures["cost_usd"])}
+    return {
+        **figures,
+        "cost_usd": Decimal(figures["cost_usd"]),
+        "sandbox_s": Decimal(figures["sandbox_s"]),
+    }
 
 
 def _grouped(calls: list[Call], key: Callable[[Call], str | None]) -> dict[str | None, Any]:
@@ -381,6 +386,7 @@ async def test_report_periods_are_checked(service: Service, tenant: str) -> None
         "output_tokens": 0,
         "cost_usd": "0",
         "unpriced_calls": 0,
+        "sandbox_s": "0",
     }
 
 

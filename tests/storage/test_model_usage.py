@@ -63,6 +63,7 @@ def _cost(
         "unpriced": cost is None,
         "recorded_at": at,
         "strategy": "react",
+        "sandbox_s": None,
     }
 
 

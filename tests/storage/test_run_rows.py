@@ -87,6 +87,7 @@ async def test_every_step_and_cost_column_comes_back_whole_through_the_read_mode
         "unpriced": False,
         "recorded_at": at,
         "strategy": "plan",
+        "sandbox_s": Decimal("0.125"),
     }
     write = RunWrite(task_id, chain_id, Fence("r", 1), 0, 1, steps=[step_row], costs=[cost_row])
     assert await stores.writes.append([write]) == set()

@@ -23,6 +23,11 @@ class Figures(BaseModel):
     output_tokens: int
     cost_usd: USD = Field(description="Priced calls only; exact decimal, as a string.")
     unpriced_calls: int = Field(description="Calls of models without a price (cost unknown).")
+    sandbox_s: USD = Field(
+        default=Decimal(0),
+        description="CPU seconds of sandbox calls (their cost is in `cost_usd`); exact "
+        "decimal, as a string.",
+    )
 
     @classmethod
     def of(cls, totals: Totals) -> "Figures":
@@ -95,6 +100,9 @@ class TaskCost(BaseModel):
         "an `auto` task `auto` (its assessment) and the strategies it ran; null for calls "
         "recorded before strategies were.",
     )
+    sandbox_s: USD | None = Field(
+        default=None, description="CPU seconds of a sandbox call; null for other calls."
+    )
 
     @classmethod
     def of(cls, record: CostRecordRow) -> "TaskCost":
@@ -108,7 +116,7 @@ class TaskCosts(BaseModel):
     totals: Figures
 
 
-FIGURES = ["calls", "input_tokens", "output_tokens", "cost_usd", "unpriced_calls"]
+FIGURES = ["calls", "input_tokens", "output_tokens", "cost_usd", "unpriced_calls", "sandbox_s"]
 # A spreadsheet reads a cell starting with one of these as a formula (OWASP, CSV injection).
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 

@@ -45,6 +45,7 @@ def build_workspaces(
         workspace_mb=settings.sandbox_workspace_mb,
     )
     pool = SandboxPool(host, max_live=settings.sandbox_max_live, idle_s=settings.sandbox_idle_s)
-    for tool in sandbox_tools(settings.sandbox_wall_s + _CALL_OVERHEAD_S):
+    timeout_s = settings.sandbox_wall_s + _CALL_OVERHEAD_S
+    for tool in sandbox_tools(timeout_s, cpu_second_usd=settings.sandbox_cpu_second_usd):
         registry.register(tool, on_request=True)
     return Workspaces(pool, store, limits)

@@ -78,6 +78,7 @@ class CostRow(TypedDict):
     unpriced: bool
     recorded_at: datetime
     strategy: str | None
+    sandbox_s: Decimal | None
 
 
 class AuditRow(TypedDict):

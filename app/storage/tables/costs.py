@@ -37,6 +37,8 @@ cost_records = Table(
     Column("recorded_at", UTCDateTime, nullable=False),
     # The strategy (agent kind) that made the call; null for records kept before it was.
     Column("strategy", SLUG),
+    # CPU seconds of a sandbox call (null for other calls).
+    Column("sandbox_s", Money),
     ForeignKeyConstraint(["task_id"], ["tasks.id"], ondelete="CASCADE"),
     Index("ix_cost_records_tenant_recorded", "tenant_id", "recorded_at"),
     Index("ix_cost_records_task_id", "task_id"),
@@ -78,6 +80,7 @@ purged_costs = Table(
     Column("output_tokens", BigIntegerKey, nullable=False),
     Column("cost_usd", Money, nullable=False),
     Column("unpriced_calls", Integer, nullable=False),
+    Column("sandbox_s", Money),
     Column("purged_at", UTCDateTime, nullable=False),
     Index("ix_purged_costs_tenant_day", "tenant_id", "day"),
 )

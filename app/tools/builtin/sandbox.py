@@ -8,6 +8,7 @@ time) or `tool_error`, saying which limit and what the call printed before."""
 import asyncio
 import base64
 import posixpath
+from decimal import Decimal
 from typing import Any
 
 from app.chain import ErrorCode, ToolType
@@ -63,9 +64,13 @@ def _streamer(context: ToolCallContext) -> Any:
     return stream
 
 
-async def _outcome(tool: str, execution: Execution, workspace: WorkspaceAccess) -> ToolOutput:
-    """The call's result: its output, value and files; its new charts as images. A limit
-    that stopped it fails the call."""
+async def _outcome(
+    tool: str, execution: Execution, workspace: WorkspaceAccess, cpu_second_usd: Decimal
+) -> ToolOutput:
+    """The call's result: its output, value and files; its new charts as images; its CPU
+    seconds and their cost. A limit that stopped it fails the call (billed all the same)."""
+    seconds = Decimal(str(execution.cpu_s))
+    cost = seconds * cpu_second_usd
     value: dict[str, Any] = {
         "ok": execution.ok,
         "exit_code": execution.exit_code,
@@ -94,9 +99,11 @@ async def _outcome(tool: str, execution: Execution, workspace: WorkspaceAccess) 
             error_code=ErrorCode.TIMEOUT
             if execution.stopped_by == "wall_time"
             else ErrorCode.TOOL_ERROR,
+            sandbox_s=execution.cpu_s,
+            cost_usd=cost,
         )
     images = await _images(execution, workspace)
-    return ToolOutput(value=value, images=tuple(images))
+    return ToolOutput(value=value, images=tuple(images), sandbox_s=execution.cpu_s, cost_usd=cost)
 
 
 async def _images(execution: Execution, workspace: WorkspaceAccess) -> list[ModelImage]:
@@ -120,7 +127,8 @@ async def _images(execution: Execution, workspace: WorkspaceAccess) -> list[Mode
 
 
 class RunCodeTool(BaseTool):
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, cpu_second_usd: Decimal) -> None:
+        self._price = cpu_second_usd
         self._definition = ToolDefinition(
             name=RUN_CODE,
             type=ToolType.SANDBOX,
@@ -151,11 +159,12 @@ class RunCodeTool(BaseTool):
     async def execute(self, arguments: dict[str, Any], context: ToolCallContext) -> ToolOutput:
         workspace = _workspace(context)
         execution = await workspace.python(arguments["code"], on_output=_streamer(context))
-        return await _outcome(RUN_CODE, execution, workspace)
+        return await _outcome(RUN_CODE, execution, workspace, self._price)
 
 
 class RunShellTool(BaseTool):
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, cpu_second_usd: Decimal) -> None:
+        self._price = cpu_second_usd
         self._definition = ToolDefinition(
             name=RUN_SHELL,
             type=ToolType.SANDBOX,
@@ -197,7 +206,7 @@ class RunShellTool(BaseTool):
         execution = await workspace.run(
             argv, script=command, stdin=arguments.get("stdin"), on_output=_streamer(context)
         )
-        return await _outcome(RUN_SHELL, execution, workspace)
+        return await _outcome(RUN_SHELL, execution, workspace, self._price)
 
 
 class WorkspaceFilesTool(BaseTool):
@@ -269,7 +278,11 @@ class WorkspaceFilesTool(BaseTool):
         return ToolOutput(value={"path": path, "text": text, "cut": cut})
 
 
-def sandbox_tools(timeout_s: float) -> list[BaseTool]:
+def sandbox_tools(timeout_s: float, *, cpu_second_usd: Decimal = Decimal(0)) -> list[BaseTool]:
     """The sandbox tools; `timeout_s`: a call's time, its sandbox's wall-time limit and the
-    restore of its workspace included."""
-    return [RunCodeTool(timeout_s), RunShellTool(timeout_s), WorkspaceFilesTool()]
+    restore of its workspace included; `cpu_second_usd`: the price of a CPU second."""
+    return [
+        RunCodeTool(timeout_s, cpu_second_usd),
+        RunShellTool(timeout_s, cpu_second_usd),
+        WorkspaceFilesTool(),
+    ]

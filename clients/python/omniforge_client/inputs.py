@@ -17,6 +17,7 @@ class BudgetLimits(TypedDict, total=False):
     max_llm_calls: int
     max_steps: int
     max_duration_s: float
+    max_sandbox_s: float
 
 
 class TurnOptions(TypedDict, total=False):

@@ -61,6 +61,7 @@ class Budget(ApiModel):
     max_llm_calls: int | None = None
     max_steps: int | None = None
     max_duration_s: float | None = None
+    max_sandbox_s: float | None = None
 
 
 class RemainingBudget(ApiModel):
@@ -71,6 +72,7 @@ class RemainingBudget(ApiModel):
     llm_calls: int | None = None
     steps: int | None = None
     duration_s: float | None = None
+    sandbox_s: float | None = None
 
 
 class ChainMetrics(ApiModel):
@@ -88,6 +90,8 @@ class ChainMetrics(ApiModel):
     total_cost_usd: Decimal = Decimal(0)
     unpriced_calls: int = 0
     total_duration_ms: float = 0.0
+    # CPU seconds of its sandbox calls.
+    sandbox_s: float = 0.0
     remaining_budget: RemainingBudget | None = None
 
 
@@ -247,6 +251,8 @@ class ToolResultInfo(ApiModel):
     cost_usd: Decimal | None = None
     unpriced: bool = False
     cached: bool = False
+    # CPU seconds of a sandbox call.
+    sandbox_s: float | None = None
     # A sub-agent call's result: the task and chain it started, the LLM calls of its family.
     child_task_id: UUID | None = None
     child_chain_id: UUID | None = None
@@ -491,6 +497,8 @@ class Figures(ApiModel):
     output_tokens: int
     cost_usd: Decimal
     unpriced_calls: int
+    # CPU seconds of sandbox calls (their cost is in cost_usd).
+    sandbox_s: Decimal = Decimal(0)
 
 
 class CostGroup(Figures):
@@ -557,6 +565,8 @@ class TaskCost(ApiModel):
     recorded_at: datetime
     # The strategy (agent kind) that made the call; None for calls recorded before.
     strategy: str | None = None
+    # CPU seconds of a sandbox call; None for other calls.
+    sandbox_s: Decimal | None = None
 
 
 class TaskCosts(ApiModel):
