@@ -133,7 +133,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
         mcp = McpServers(database, secrets=vault, network=network, timeout_s=settings.mcp_timeout_s)
         library = FileLibrary.from_settings(database, settings)
         # The sandbox tools join the process's tools here, when this host can run them.
-        workspaces = build_workspaces(settings, runtime.registry, library.store)
+        workspaces = build_workspaces(settings, runtime.registry, database)
         toolbox = Toolbox(
             runtime.registry,
             network=network,

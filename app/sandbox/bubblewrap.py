@@ -114,6 +114,7 @@ class SandboxHost:
     bwrap: str = "/usr/bin/bwrap"
     python: str = "/usr/bin/python3"
     prlimit: str = "/usr/bin/prlimit"
+    setpriv: str = "/usr/bin/setpriv"
     # The sandboxes' Python packages (requirements/sandbox.lock), importable by their code.
     packages: Path | None = None
     mounts: tuple[tuple[Path, str], ...] = ()
@@ -133,6 +134,7 @@ class SandboxHost:
             (self.bwrap, "bubblewrap"),
             (self.python, "python3"),
             (self.prlimit, "util-linux"),
+            (self.setpriv, "util-linux"),
         ):
             if not os.access(path, os.X_OK):
                 raise SandboxUnavailable(
@@ -140,8 +142,9 @@ class SandboxHost:
                     f"(`apt-get install -y {package}`; scripts/run and scripts/test install it)"
                 )
 
-    def command(self, limits: SandboxLimits) -> list[str]:
-        """The sandbox's command line: its limits, then bubblewrap, then its agent."""
+    def command(self, limits: SandboxLimits, uid: int) -> list[str]:
+        """The sandbox's command line: its user (`uid`, no groups), its limits, then
+        bubblewrap, then its agent (each program exec's the next: one process)."""
         options: list[tuple[str, ...]] = [
             ("--unshare-all",),
             ("--unshare-user",),
@@ -179,6 +182,11 @@ class SandboxHost:
             *(() if self.packages is None else [("--setenv", "PYTHONPATH", PACKAGES)]),
         ]
         return [
+            self.setpriv,
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--",
             self.prlimit,
             f"--as={limits.memory_mb << 20}",
             f"--nproc={limits.processes}",

@@ -52,13 +52,10 @@ class LiveSandbox:
     async def start(self) -> None:
         self.host.check()
         self._process = await asyncio.create_subprocess_exec(
-            *self.host.command(self.limits),
+            *self.host.command(self.limits, self.uid),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            user=self.uid,
-            group=self.uid,
-            extra_groups=[],
             start_new_session=True,
             # One answer line at most: a packed workspace, base64 (incompressible files).
             limit=(self.limits.workspace_mb << 20) * 2 + _LINE_SLACK,

@@ -9,8 +9,10 @@ from typing import Any
 from uuid import uuid4
 
 import httpx
+from sqlalchemy import select
 
 from app.agents.images import IMAGE_NOT_SHOWN
+from app.storage.tables import workspace_snapshots
 from tests.api.helpers import configure, define_agent, result_of, stream, submit
 from tests.api.tools import BUILTIN_TOOLS
 from tests.fakes.openai_server import Reply, ToolCall
@@ -117,4 +119,47 @@ async def test_a_run_that_names_no_sandbox_tool_is_never_offered_one(service: Se
     refused = result_of(chain, "run_code")
     assert not refused["success"]
     assert refused["error_code"] == "unknown_tool"
+    fake.verify()
+
+
+async def _snapshots(service: Service, tenant: str) -> list[Any]:
+    w = workspace_snapshots.c
+    async with service.state.database.read() as connection:
+        rows = await connection.execute(
+            select(w.conversation_id, w.task_id, w.size_bytes).where(w.tenant_id == tenant)
+        )
+        return list(rows.all())
+
+
+async def test_a_workspace_snapshot_goes_with_its_conversation_or_its_task(
+    service: Service, tenant: str
+) -> None:
+    fake = service.fake_llm
+    await configure(service, tenant, "tools", {"enabled_tools": [*BUILTIN_TOOLS, *SANDBOX]})
+    write = ToolCall("workspace_files", {"action": "write", "path": "a.txt", "content": "a"})
+    fake.script(
+        MODEL,
+        Reply.tool_calls([write]),
+        Reply.text("Written."),
+        Reply.tool_calls([write]),
+        Reply.text("Written."),
+    )
+    await define_agent(service, tenant, "writer", tools=["workspace_files"])
+    async with service.client(tenant) as client:
+        conversation = await _conversation(client, "writer")
+        await _turn(client, conversation, "Write it.")
+        alone = await submit(client, input="Write it.", tools=["workspace_files"])
+        await stream(client, alone["task_id"])
+        kept = await _snapshots(service, tenant)
+        async with service.client(tenant, sub="root", roles=("tenant_admin",)) as admin:
+            for path in (f"conversations/{conversation}", f"tasks/{alone['task_id']}"):
+                erased = await admin.delete(f"/api/v1/{path}")
+                assert erased.status_code == 204, erased.text
+        left = await _snapshots(service, tenant)
+
+    assert sorted((str(r.conversation_id), str(r.task_id)) for r in kept) == sorted(
+        [(conversation, "None"), ("None", alone["task_id"])]
+    )
+    assert all(r.size_bytes > 0 for r in kept)
+    assert left == []
     fake.verify()

@@ -6,7 +6,8 @@ from pathlib import Path
 from app.config import Settings
 from app.resources.sandboxes.workspaces import RunWorkspace, Workspaces, workspace_key
 from app.sandbox import SandboxHost, SandboxLimits, SandboxPool, SandboxUnavailable
-from app.storage.files import FileStore
+from app.storage.database import Database
+from app.storage.workspaces import WorkspaceSnapshots
 from app.tools.builtin.sandbox import sandbox_tools
 from app.tools.registry import ToolRegistry
 
@@ -19,7 +20,7 @@ _CALL_OVERHEAD_S = 60.0
 
 
 def build_workspaces(
-    settings: Settings, registry: ToolRegistry, store: FileStore
+    settings: Settings, registry: ToolRegistry, database: Database
 ) -> Workspaces | None:
     """The process's workspaces, with the sandbox tools registered (offered to runs that name
     them), when sandboxes are on and this host can run them; None otherwise (said in the
@@ -48,4 +49,4 @@ def build_workspaces(
     timeout_s = settings.sandbox_wall_s + _CALL_OVERHEAD_S
     for tool in sandbox_tools(timeout_s, cpu_second_usd=settings.sandbox_cpu_second_usd):
         registry.register(tool, on_request=True)
-    return Workspaces(pool, store, limits)
+    return Workspaces(pool, WorkspaceSnapshots(database), limits)

@@ -1,21 +1,23 @@
 """Sandboxed workspaces: one per conversation (or per task without one), live in this
-process's sandbox pool while in use, snapshotted to the file store after every call that
+process's sandbox pool while in use, snapshotted to the database after every call that
 changed its files, so that a run resumed on another instance (or after the sandbox was
-stopped idle) finds the workspace as the last stored call left it."""
+stopped idle) finds the workspace as the last stored call left it. A snapshot is deleted with
+its conversation or task (retention and erasure included)."""
 
 import hashlib
 from typing import Any
 from uuid import UUID
 
+from app.chain.models import utc_now
 from app.sandbox import Execution, LiveInfo, LiveSandbox, SandboxLimits, SandboxPool
 from app.sandbox.bubblewrap import OnOutput
 from app.sandbox.pool import Restore
-from app.storage.files import FileStore
+from app.storage.workspaces import WorkspaceSnapshots
 
 
 def workspace_key(tenant_id: str, conversation_id: UUID | None, task_id: UUID) -> str:
     """A workspace's key: its conversation's, else its task's (the pool's key, and, hashed,
-    its snapshot's in the file store)."""
+    its snapshot's in the database)."""
     owner = f"conversation:{conversation_id}" if conversation_id else f"task:{task_id}"
     return f"{tenant_id}/{owner}"
 
@@ -26,17 +28,19 @@ def _snapshot_key(key: str) -> str:
 
 class Workspaces:
     """Every tenant's workspaces in this process: sandboxes of `limits` from `pool`, their
-    snapshots in `store`."""
+    snapshots in `snapshots`."""
 
-    def __init__(self, pool: SandboxPool, store: FileStore, limits: SandboxLimits) -> None:
+    def __init__(
+        self, pool: SandboxPool, snapshots: WorkspaceSnapshots, limits: SandboxLimits
+    ) -> None:
         self.pool = pool
-        self.store = store
+        self.snapshots = snapshots
         self.limits = limits
 
     def for_run(
         self, tenant_id: str, *, conversation_id: UUID | None, task_id: UUID
     ) -> "RunWorkspace":
-        return RunWorkspace(self, tenant_id, workspace_key(tenant_id, conversation_id, task_id))
+        return RunWorkspace(self, tenant_id, conversation_id, task_id)
 
     def live(self, tenant_id: str) -> list[LiveInfo]:
         return self.pool.live(owner=tenant_id)
@@ -52,7 +56,7 @@ class Workspaces:
         is deleted)."""
         key = workspace_key(tenant_id, conversation_id, task_id)
         await self.pool.stop(key)
-        await self.store.delete(_snapshot_key(key))
+        await self.snapshots.delete(_snapshot_key(key), tenant_id)
 
     async def close(self) -> None:
         await self.pool.close()
@@ -61,11 +65,19 @@ class Workspaces:
 class RunWorkspace:
     """One run's workspace, its sandbox started (and restored) on its first call."""
 
-    def __init__(self, workspaces: Workspaces, tenant_id: str, key: str) -> None:
+    def __init__(
+        self,
+        workspaces: Workspaces,
+        tenant_id: str,
+        conversation_id: UUID | None,
+        task_id: UUID,
+    ) -> None:
         self._workspaces = workspaces
         self.tenant_id = tenant_id
-        self.key = key
-        self._snapshot = _snapshot_key(key)
+        self.conversation_id = conversation_id
+        self.task_id = task_id
+        self.key = workspace_key(tenant_id, conversation_id, task_id)
+        self._snapshot = _snapshot_key(self.key)
 
     async def python(self, code: str, *, on_output: OnOutput | None = None) -> Execution:
         sandbox, fresh = await self._sandbox()
@@ -99,16 +111,16 @@ class RunWorkspace:
     async def write(self, path: str, data: bytes) -> None:
         sandbox, _ = await self._sandbox()
         await sandbox.write(path, data)
-        await self._workspaces.store.put(self._snapshot, await sandbox.pack())
+        await self._save(sandbox)
 
     async def _sandbox(self) -> tuple[LiveSandbox, bool]:
         """The live sandbox, and whether it was started from a snapshot now."""
         restored = False
-        store = self._workspaces.store
+        snapshots = self._workspaces.snapshots
 
         async def restore() -> bytes | None:
             nonlocal restored
-            archive = await store.get(self._snapshot)
+            archive = await snapshots.load(self._snapshot, self.tenant_id)
             restored = archive is not None
             return archive
 
@@ -120,4 +132,14 @@ class RunWorkspace:
 
     async def _saved(self, sandbox: LiveSandbox, execution: Execution) -> None:
         if execution.created or execution.changed or execution.deleted:
-            await self._workspaces.store.put(self._snapshot, await sandbox.pack())
+            await self._save(sandbox)
+
+    async def _save(self, sandbox: LiveSandbox) -> None:
+        await self._workspaces.snapshots.save(
+            self._snapshot,
+            await sandbox.pack(),
+            tenant_id=self.tenant_id,
+            conversation_id=self.conversation_id,
+            task_id=self.task_id,
+            at=utc_now(),
+        )

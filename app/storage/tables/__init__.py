@@ -48,6 +48,7 @@ from app.storage.tables.webhooks import (
     webhook_endpoints,
     webhook_task_secrets,
 )
+from app.storage.tables.workspaces import workspace_snapshots
 
 __all__ = [
     "ACTIVE_SCHEDULE",
@@ -92,4 +93,5 @@ __all__ = [
     "webhook_deliveries",
     "webhook_endpoints",
     "webhook_task_secrets",
+    "workspace_snapshots",
 ]
