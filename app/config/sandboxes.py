@@ -38,6 +38,14 @@ class SandboxSettings(Section):
         gt=0,
         description="A sandbox unused this long is stopped (its workspace's snapshot stays).",
     )
+    sandbox_cpu_share: float = Field(
+        default=0.25,
+        gt=0,
+        le=1,
+        description="The share of the host's CPUs all of a process's sandboxes together may "
+        "use, where the host lets the service make a CPU cgroup (as root); elsewhere their "
+        "lower priority (nice 10) alone yields the CPU to the service.",
+    )
     sandbox_cpu_s: float = Field(
         default=30.0, gt=0, le=3_600, description="CPU seconds of one sandbox call at most."
     )

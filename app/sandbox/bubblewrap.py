@@ -25,6 +25,10 @@ GUEST = Path(__file__).parent / "guest"
 _TOP = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _SIGNALS = {24: "cpu_time", 25: "file_size"}  # SIGXCPU, SIGXFSZ
 WORKSPACE = "/workspace"
+# Processes and threads the sandbox's agent keeps for itself: what runs in a call is held to
+# `processes` (the agent starts it so), so that a fork bomb never leaves the agent unable to
+# start the threads that read the next call's output.
+AGENT_PROCESSES = 16
 PACKAGES = "/opt/omniforge/packages"
 # The sandbox's whole environment (nothing of the service's).
 _ENVIRONMENT = {
@@ -115,11 +119,14 @@ class SandboxHost:
     python: str = "/usr/bin/python3"
     prlimit: str = "/usr/bin/prlimit"
     setpriv: str = "/usr/bin/setpriv"
+    nice: str = "/usr/bin/nice"
     # The sandboxes' Python packages (requirements/sandbox.lock), importable by their code.
     packages: Path | None = None
     mounts: tuple[tuple[Path, str], ...] = ()
     first_uid: int = 200_000
     uids: int = 4096
+    # The CPU group every sandbox joins (`cgroups.cpu_group`); None: none.
+    cpu_group: Path | None = None
     # Where the processes of this host that run sandboxes lock the users they run them as.
     locks: str = os.path.join(tempfile.gettempdir(), "omniforge-sandbox-users")
 
@@ -135,6 +142,7 @@ class SandboxHost:
             (self.python, "python3"),
             (self.prlimit, "util-linux"),
             (self.setpriv, "util-linux"),
+            (self.nice, "coreutils"),
         ):
             if not os.access(path, os.X_OK):
                 raise SandboxUnavailable(
@@ -189,11 +197,17 @@ class SandboxHost:
             "--",
             self.prlimit,
             f"--as={limits.memory_mb << 20}",
-            f"--nproc={limits.processes}",
+            # The agent's own threads and processes besides what the calls may run.
+            f"--nproc={limits.processes + AGENT_PROCESSES}",
             f"--nofile={limits.open_files}",
             f"--fsize={limits.file_size_mb << 20}",
             "--core=0",
             "--",
+            # Below the service's priority, inherited by everything inside (with the CPU
+            # group, if any, as the ceiling of all sandboxes together).
+            self.nice,
+            "-n",
+            "10",
             self.bwrap,
             *(part for option in options for part in option),
             "--",

@@ -9,6 +9,7 @@ import os
 import signal
 from typing import Any
 
+from app.sandbox import cgroups
 from app.sandbox.bubblewrap import (
     Execution,
     OnOutput,
@@ -64,6 +65,8 @@ class LiveSandbox:
         ready = await self._line(self.limits.wall_s)
         if not ready.get("ready"):
             raise SandboxFailed(f"the sandbox did not start: {ready}")
+        if self.host.cpu_group is not None:  # before anything of the caller's runs inside
+            cgroups.join(self.host.cpu_group, self.uid)
 
     @property
     def busy(self) -> bool:
@@ -119,6 +122,7 @@ class LiveSandbox:
                     "cpu_s": limits.cpu_s,
                     "wall_s": limits.wall_s,
                     "output_bytes": limits.output_bytes,
+                    "processes": limits.processes,
                 },
                 on_output,
             )

@@ -72,7 +72,8 @@ async def test_sandbox_seconds_are_billed_reported_and_bounded_by_the_tasks_budg
     assert 0.25 <= burnt["sandbox_s"] <= 1.0
     assert not stopped["success"]
     assert "CPU-time limit" in stopped["error"]
-    assert stopped["sandbox_s"] >= 0.9  # billed though it failed
+    # Billed though it failed: the second of CPU its limit allowed (as /proc rounds it).
+    assert stopped["sandbox_s"] >= 0.8
     sandbox_records = [item for item in costs["items"] if item["tool_name"] == "run_shell"]
     assert [Decimal(item["sandbox_s"]) for item in sandbox_records] == [
         Decimal(str(burnt["sandbox_s"])),

@@ -1,11 +1,13 @@
 """Sandboxed workspaces of a tenant's conversations and tasks, and the sandbox tools."""
 
+import dataclasses
 import logging
 from pathlib import Path
 
 from app.config import Settings
 from app.resources.sandboxes.workspaces import RunWorkspace, Workspaces, workspace_key
 from app.sandbox import SandboxHost, SandboxLimits, SandboxPool, SandboxUnavailable
+from app.sandbox.cgroups import cpu_group
 from app.storage.database import Database
 from app.storage.workspaces import WorkspaceSnapshots
 from app.tools.builtin.sandbox import sandbox_tools
@@ -38,6 +40,7 @@ def build_workspaces(
             raise
         logger.warning("sandboxes are off: %s", exc)
         return None
+    host = dataclasses.replace(host, cpu_group=cpu_group(settings.sandbox_cpu_share))
     limits = SandboxLimits(
         cpu_s=settings.sandbox_cpu_s,
         wall_s=settings.sandbox_wall_s,

@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID
 
 from app.chain.models import utc_now
-from app.sandbox import Execution, LiveInfo, LiveSandbox, SandboxLimits, SandboxPool
+from app.sandbox import Execution, LiveInfo, LiveSandbox, SandboxLimits, SandboxPool, cgroups
 from app.sandbox.bubblewrap import OnOutput
 from app.sandbox.pool import Restore
 from app.storage.workspaces import WorkspaceSnapshots
@@ -60,6 +60,8 @@ class Workspaces:
 
     async def close(self) -> None:
         await self.pool.close()
+        if self.pool.host.cpu_group is not None:
+            cgroups.remove(self.pool.host.cpu_group)
 
 
 class RunWorkspace:

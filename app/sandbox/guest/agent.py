@@ -32,6 +32,7 @@ WORKSPACE = "/workspace"
 KERNEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernel.py")
 CHUNK = 32 * 1024  # bytes of output per streamed line at most
 MAX_LISTED = 200  # files named per list in an answer
+LEFT_OPEN_S = 1.0  # how long a call's output is read after its command ended
 _out = sys.stdout
 _writing = threading.Lock()
 
@@ -102,6 +103,12 @@ def killer(group: int) -> Callable[[], None]:
     return kill
 
 
+def held(request: dict[str, Any]) -> list[str]:
+    """`prlimit` with the call's process limit: below the sandbox's, which keeps room for
+    this agent's own threads."""
+    return ["/usr/bin/prlimit", f"--nproc={int(request['processes'])}"]
+
+
 def stop_at_limit(timed_out: threading.Event, kill: Callable[[], None]) -> Callable[[], None]:
     def stop() -> None:
         timed_out.set()
@@ -118,7 +125,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     try:
         process = subprocess.Popen(
-            ["/usr/bin/prlimit", f"--cpu={cpu}:{cpu + 1}", "--", *argv],
+            [*held(request), f"--cpu={cpu}:{cpu + 1}", "--", *argv],
             cwd=WORKSPACE,
             stdin=subprocess.PIPE if request.get("stdin") is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -129,7 +136,9 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         return {"exit": None, "error": f"cannot start {argv[0]}: {exc.strerror}"}
     seen = {"stdout": [0], "stderr": [0]}
     readers = [
-        threading.Thread(target=pump, args=(request["id"], name, pipe, limit, seen[name]))
+        threading.Thread(
+            target=pump, args=(request["id"], name, pipe, limit, seen[name]), daemon=True
+        )
         for name, pipe in (("stdout", process.stdout), ("stderr", process.stderr))
     ]
     for reader in readers:
@@ -148,7 +157,9 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     timer.cancel()
     kill()  # what it left running in its group goes with it
     for reader in readers:
-        reader.join()
+        # A process it started in a session of its own (a server left running) may hold its
+        # output open: what it writes after this is not the call's.
+        reader.join(LEFT_OPEN_S)
     return {
         "exit": status if status >= 0 else None,
         "signal": -status if status < 0 else None,
@@ -169,11 +180,19 @@ class Kernel:
         self.answers: IO[str] | None = None
         self.starts = 0
 
-    def start(self) -> None:
+    def start(self, request: dict[str, Any]) -> None:
         request_read, request_write = os.pipe()
         answer_read, answer_write = os.pipe()
         self.process = subprocess.Popen(
-            [sys.executable, "-u", KERNEL, str(request_read), str(answer_write)],
+            [
+                *held(request),
+                "--",
+                sys.executable,
+                "-u",
+                KERNEL,
+                str(request_read),
+                str(answer_write),
+            ],
             cwd=WORKSPACE,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -202,7 +221,7 @@ class Kernel:
         if self.process is None or self.process.poll() is not None:
             restarted = self.starts > 0
             self.stop()
-            self.start()
+            self.start(request)
         process, requests, answers = self.process, self.requests, self.answers
         assert process is not None
         assert requests is not None
@@ -216,7 +235,9 @@ class Kernel:
         started = time.monotonic()
         seen = {"stdout": [0], "stderr": [0]}
         readers = [
-            threading.Thread(target=pump, args=(request["id"], name, pipe, limit, seen[name], end))
+            threading.Thread(
+                target=pump, args=(request["id"], name, pipe, limit, seen[name], end), daemon=True
+            )
             for name, pipe in (("stdout", process.stdout), ("stderr", process.stderr))
         ]
         for reader in readers:
