@@ -158,6 +158,8 @@ class LiveSandbox:
     async def files(self) -> list[dict[str, Any]]:
         async with self._one_call:
             answer, _ = await self._call({"op": "files"}, None)
+        if "error" in answer:
+            raise SandboxFailed(answer["error"])
         files: list[dict[str, Any]] = answer["files"]
         return files
 
@@ -167,7 +169,7 @@ class LiveSandbox:
             answer, _ = await self._call({"op": "read", "path": path, "max_bytes": max_bytes}, None)
         if answer.get("missing"):
             return None
-        return base64.b64decode(answer["data"])
+        return base64.b64decode(_data(answer))
 
     async def write(self, path: str, data: bytes) -> None:
         """Writes a workspace file (its folders made as needed); `ValueError` for a path
@@ -183,7 +185,7 @@ class LiveSandbox:
         """The workspace as a gzipped tar."""
         async with self._one_call:
             answer, _ = await self._call({"op": "pack"}, None)
-        return base64.b64decode(answer["data"])
+        return base64.b64decode(_data(answer))
 
     async def unpack(self, archive: bytes) -> None:
         """Restores a workspace `pack` gave."""
@@ -221,8 +223,12 @@ class LiveSandbox:
             raise SandboxFailed("the sandbox is not running")
         call = str(next(self._ids))
         self.calls += 1
-        process.stdin.write((json.dumps({**request, "id": call}) + "\n").encode())
-        await process.stdin.drain()
+        try:
+            process.stdin.write((json.dumps({**request, "id": call}) + "\n").encode())
+            await process.stdin.drain()
+        except ConnectionError:  # it ended: what it said last is the reason
+            await self._line(_GRACE_S)
+            raise SandboxFailed("the sandbox ended") from None
         output: dict[str, list[str]] = {"stdout": [], "stderr": []}
         wait = float(request.get("wall_s", self.limits.wall_s)) + _GRACE_S
         while True:
@@ -255,3 +261,11 @@ class LiveSandbox:
             )
         message: dict[str, Any] = json.loads(line)
         return message
+
+
+def _data(answer: dict[str, Any]) -> str:
+    """An answer's `data`; its error (the agent failed to read or pack) as `SandboxFailed`."""
+    if "error" in answer:
+        raise SandboxFailed(answer["error"])
+    data: str = answer["data"]
+    return data
