@@ -1,6 +1,7 @@
 """Real sandboxes (bubblewrap, the system's Python) for the sandbox tests: each test's own,
 each under a host user of its own, stopped after the test."""
 
+import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -19,6 +20,18 @@ def free_uid() -> int:
 
 
 PACKAGES = Path(__file__).resolve().parents[2] / ".sandbox" / "packages"
+
+
+def processes_of(uid: int) -> int:
+    """How many processes a host user (a sandbox's) has now."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                count += os.stat(f"/proc/{name}").st_uid == uid
+            except OSError:
+                continue
+    return count
 
 
 @pytest.fixture

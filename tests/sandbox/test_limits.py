@@ -1,26 +1,13 @@
 """Abuse, tried in a real sandbox: each is stopped at its limit, says which, and leaves the
 sandbox able to answer the next call; the CPU it burnt is measured from outside."""
 
-import os
-
-from tests.sandbox.conftest import StartSandbox
+from tests.sandbox.conftest import StartSandbox, processes_of
 
 FORK_BOMB = """
 import os
 while True:
     os.fork()
 """
-
-
-def _processes_of(uid: int) -> int:
-    count = 0
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                count += os.stat(f"/proc/{name}").st_uid == uid
-            except OSError:
-                continue
-    return count
 
 
 async def test_a_busy_loop_stops_at_its_cpu_limit_and_is_billed_what_it_burnt(
@@ -60,7 +47,7 @@ async def test_a_fork_bomb_stops_at_the_process_limit(start_sandbox: StartSandbo
     assert bombed.stopped_by == "processes"
     assert "Resource temporarily unavailable" in bombed.stderr
     # Nothing of it outlives the call: the sandbox's init, its agent (and its prlimit) only.
-    assert _processes_of(sandbox.uid) <= 4
+    assert processes_of(sandbox.uid) <= 4
     assert after.stdout == "still here\n"
 
 

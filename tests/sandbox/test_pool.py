@@ -3,26 +3,14 @@ stopped when idle, the least recently used making room at the limit, and nothing
 sandbox left running under its user."""
 
 import asyncio
-import os
 from collections.abc import Callable
 
 import pytest
 
 from app.sandbox import SandboxesBusy, SandboxHost, SandboxLimits, SandboxPool
-from tests.sandbox.conftest import free_uid
+from tests.sandbox.conftest import free_uid, processes_of
 
 LIMITS = SandboxLimits(wall_s=10)
-
-
-def _processes_of(uid: int) -> int:
-    count = 0
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                count += os.stat(f"/proc/{name}").st_uid == uid
-            except OSError:
-                continue
-    return count
 
 
 @pytest.fixture
@@ -83,7 +71,7 @@ async def test_an_idle_sandbox_is_stopped_and_nothing_of_it_runs_on(
     await pool.close()
 
     assert len(pool) == 0
-    assert _processes_of(sandbox.uid) == 0
+    assert processes_of(sandbox.uid) == 0
 
 
 async def test_the_least_recently_used_sandbox_makes_room_and_busy_ones_never_do(
