@@ -1,9 +1,12 @@
 # Sourced by scripts/run, scripts/test and scripts/bench: what sandboxes need on this host.
-#   ensure_sandbox [required]   bubblewrap and the system's Python 3 (installed with apt-get
-#       when missing and root), and the sandboxes' packages (requirements/sandbox.lock) in
-#       .sandbox/packages for that Python. Without `required`, a host that cannot have them
-#       is told so and served without sandboxes (their tools are not offered); with it
-#       (scripts/test: the sandbox tests never skip), that is an error.
+#   ensure_sandbox [required]   both of these:
+#   ensure_sandbox_system [required]    bubblewrap and the system's Python 3, installed with
+#       apt-get when missing and root;
+#   ensure_sandbox_packages [required]  the sandboxes' packages (requirements/sandbox.lock) in
+#       .sandbox/packages for that Python (scripts/test installs them while it lints).
+#   Without `required`, a host that cannot have them is told so and served without sandboxes
+#   (their tools are not offered); with it (scripts/test: the sandbox tests never skip), that
+#   is an error.
 ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 SANDBOX_PACKAGES="$ROOT/.sandbox/packages"
 
@@ -18,23 +21,30 @@ _sandbox_missing() {
 }
 
 ensure_sandbox() {
-    local required="${1:-}" missing=() python version stamp
+    ensure_sandbox_system "${1:-}" && ensure_sandbox_packages "${1:-}"
+}
+
+ensure_sandbox_system() {
+    local required="${1:-}" missing=()
     command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
     [ -x /usr/bin/python3 ] || missing+=(python3)
-    if [ "${#missing[@]}" -gt 0 ]; then
-        if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-            _sandbox_missing "$required" "${missing[*]} missing and cannot be installed here;" \
-                "run \`sudo apt-get install -y ${missing[*]}\` and run again" || return 1
-            return 0
-        fi
-        echo "==> sandboxes: installing ${missing[*]} with apt-get" >&2
-        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-            "${missing[@]}") >&2 \
-            || { _sandbox_missing "$required" "apt-get could not install ${missing[*]}"; return $?; }
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+        _sandbox_missing "$required" "${missing[*]} missing and cannot be installed here;" \
+            "run \`sudo apt-get install -y ${missing[*]}\` and run again"
+        return $?
     fi
-    python=/usr/bin/python3
+    echo "==> sandboxes: installing ${missing[*]} with apt-get" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        "${missing[@]}") >&2 \
+        || { _sandbox_missing "$required" "apt-get could not install ${missing[*]}"; return $?; }
+}
+
+ensure_sandbox_packages() {
+    local required="${1:-}" python=/usr/bin/python3 version stamp
+    [ -x "$python" ] || return 0  # no sandboxes here (ensure_sandbox_system said why)
     version="$("$python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
-    stamp="$SANDBOX_PACKAGES/.omniforge-$(cat "$ROOT/requirements/sandbox.lock" | sha256sum | cut -c1-16)-$version"
+    stamp="$SANDBOX_PACKAGES/.omniforge-$(sha256sum < "$ROOT/requirements/sandbox.lock" | cut -c1-16)-$version"
     [ -f "$stamp" ] && return 0
     echo "==> sandboxes: installing requirements/sandbox.lock for Python $version into .sandbox/packages" >&2
     rm -rf "$SANDBOX_PACKAGES"
