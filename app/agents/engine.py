@@ -149,11 +149,6 @@ class ReasoningEngine:
             else Compactor(compact_at, self._prompt_tokens, self._summarise)
         )
 
-    @property
-    def strategy(self) -> str | None:
-        """The strategy the run's calls are made by, which their cost records keep."""
-        return self._context.strategy
-
     def use_strategy(self, name: str) -> None:
         """Makes the run's next calls `name`'s (`auto` handing the task to a strategy)."""
         self._context = replace(self._context, strategy=name)
