@@ -5,13 +5,13 @@ started (the proportional set size of its processes: shared pages counted once a
 and `concurrent` sandboxes started at once, each running code, with the errors counted."""
 
 import asyncio
-import os
 import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.sandbox import LiveSandbox, SandboxHost, SandboxLimits, SandboxPool
+from app.sandbox.procs import processes_of
 
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_UID = 3_500_000  # a range of its own: the test suite's sandboxes never meet it
@@ -34,13 +34,9 @@ def _percentile(values: list[float], fraction: float) -> float:
 
 def _pss_mb(uid: int) -> float:
     total_kb = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+    for pid in processes_of(uid):
         try:
-            if os.stat(f"/proc/{name}").st_uid != uid:
-                continue
-            with open(f"/proc/{name}/smaps_rollup") as rollup:
+            with open(f"/proc/{pid}/smaps_rollup") as rollup:
                 for line in rollup:
                     if line.startswith("Pss:"):
                         total_kb += int(line.split()[1])

@@ -14,7 +14,6 @@ import asyncio
 import json
 import sys
 import tempfile
-import time
 from collections import Counter
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -22,13 +21,8 @@ from pathlib import Path
 
 import aiohttp
 
-from app.chain.models import utc_now
-from app.security import mint_token
-from app.storage import Database
-from app.storage.tenants import TenantRepository
 from bench.service_harness import (
     FAKE_LLM,
-    JWT_SECRET,
     MODEL,
     Stack,
     child,
@@ -41,10 +35,10 @@ from bench.service_harness import (
     service_env,
     start_service,
 )
+from bench.service_isolation import PLAIN_DELAY_S, attacker_headers, attacker_tenant, b_tasks
 
 ATTACKER = "sandbox-attacker"
 ATTACKERS_PER_BOMB = 1
-PLAIN_DELAY_S = 0.0
 # Each bomb's fake model, told apart by a delay of its own (the harness names models by it).
 # Each holds its pressure until a limit ends it: the fork bomb and the busy loop spin, the
 # memory bomb and the workspace fill hold what they took (to the wall-time limit).
@@ -86,28 +80,6 @@ class SandboxIsolation:
         return percentile(self.attack_ms, 50) / percentile(self.baseline_ms, 50)
 
 
-def _attacker_headers() -> dict[str, str]:
-    token = mint_token(JWT_SECRET, tenant_id=ATTACKER, subject="mallory", roles=["tenant_admin"])
-    return {"Authorization": f"Bearer {token}"}
-
-
-async def _b_tasks(
-    session: aiohttp.ClientSession, stack: Stack, count: int, into: list[float], failed: list[str]
-) -> None:
-    for _ in range(count):
-        body = {"input": "What is 6*7?", "model": stack.model_for(PLAIN_DELAY_S)}
-        started = time.perf_counter()
-        async with session.post(
-            f"{stack.base_url}/api/v1/tasks", json=body, headers=stack.headers()
-        ) as response:
-            accepted = await response.json()
-        state = await follow(session, stack.base_url + accepted["stream_url"], stack.headers())
-        if state == "completed":
-            into.append((time.perf_counter() - started) * 1000)
-        else:
-            failed.append(state)
-
-
 async def _bomber(
     session: aiohttp.ClientSession,
     stack: Stack,
@@ -122,16 +94,16 @@ async def _bomber(
     while not over.is_set():
         body = {"input": "Go.", "agent": bomb.replace(" ", "-")}
         async with session.post(
-            f"{stack.base_url}/api/v1/tasks", json=body, headers=_attacker_headers()
+            f"{stack.base_url}/api/v1/tasks", json=body, headers=attacker_headers(ATTACKER)
         ) as response:
             accepted = await response.json()
         if first:
             submitted.put_nowait(bomb)
             first = False
-        await follow(session, stack.base_url + accepted["stream_url"], _attacker_headers())
+        await follow(session, stack.base_url + accepted["stream_url"], attacker_headers(ATTACKER))
         async with session.get(
             f"{stack.base_url}/api/v1/tasks/{accepted['task_id']}/chain",
-            headers=_attacker_headers(),
+            headers=attacker_headers(ATTACKER),
         ) as response:
             chain = await response.json()
         for step in chain["steps"]:
@@ -143,12 +115,7 @@ async def _bomber(
 
 
 async def _setup(database_url: str, stack: Stack) -> None:
-    database = Database(database_url)
-    try:
-        async with database.transaction() as connection:
-            await TenantRepository(connection).create(ATTACKER, "Attacker", at=utc_now())
-    finally:
-        await database.dispose()
+    await attacker_tenant(database_url, ATTACKER)
     async with client() as session:
         for bomb, (delay, _) in BOMBS.items():
             definition = {
@@ -157,7 +124,9 @@ async def _setup(database_url: str, stack: Stack) -> None:
                 "tools": ["run_shell"],
             }
             async with session.post(
-                f"{stack.base_url}/api/v1/agents", json=definition, headers=_attacker_headers()
+                f"{stack.base_url}/api/v1/agents",
+                json=definition,
+                headers=attacker_headers(ATTACKER),
             ) as response:
                 if response.status != 201:
                     raise RuntimeError(f"{bomb}: {response.status} {await response.text()}")
@@ -166,8 +135,8 @@ async def _setup(database_url: str, stack: Stack) -> None:
 async def measure(stack: Stack, tasks: int) -> SandboxIsolation:
     result = SandboxIsolation()
     async with client() as session:
-        await _b_tasks(session, stack, 5, [], [])  # warm-up
-        await _b_tasks(session, stack, tasks, result.baseline_ms, result.b_failures)
+        await b_tasks(session, stack, [], [], count=5)  # warm-up
+        await b_tasks(session, stack, result.baseline_ms, result.b_failures, count=tasks)
         over = asyncio.Event()
         submitted: asyncio.Queue[str] = asyncio.Queue()
         bombers = [
@@ -177,7 +146,7 @@ async def measure(stack: Stack, tasks: int) -> SandboxIsolation:
         ]
         for _ in bombers:  # every bomber's first task accepted before B measures
             await submitted.get()
-        await _b_tasks(session, stack, tasks, result.attack_ms, result.b_failures)
+        await b_tasks(session, stack, result.attack_ms, result.b_failures, count=tasks)
         over.set()
         await asyncio.gather(*bombers)
     return result

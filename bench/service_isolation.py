@@ -94,8 +94,9 @@ class Isolation:
         return percentile(self.attack_health_ms, 99)
 
 
-def _attacker_headers() -> dict[str, str]:
-    token = mint_token(JWT_SECRET, tenant_id=ATTACKER, subject="mallory", roles=["tenant_admin"])
+def attacker_headers(tenant: str = ATTACKER) -> dict[str, str]:
+    """An admin's token of the attacking tenant."""
+    token = mint_token(JWT_SECRET, tenant_id=tenant, subject="mallory", roles=["tenant_admin"])
     return {"Authorization": f"Bearer {token}"}
 
 
@@ -111,7 +112,7 @@ async def _b_task(session: aiohttp.ClientSession, stack: Stack) -> tuple[str, fl
     return state, time.perf_counter() - started
 
 
-async def _b_tasks(
+async def b_tasks(
     session: aiohttp.ClientSession,
     stack: Stack,
     into: list[float],
@@ -151,7 +152,7 @@ async def _bomb(session: aiohttp.ClientSession, base_url: str, result: Isolation
     async with session.post(
         f"{base_url}/api/v1/files",
         data=form,
-        headers=_attacker_headers(),
+        headers=attacker_headers(),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=BOMB_WAIT_S),
     ) as response:
         body = await response.json()
@@ -169,7 +170,7 @@ async def _define_picky(session: aiohttp.ClientSession, stack: Stack) -> None:
         "response_format": BACKTRACKING,
     }
     async with session.post(
-        f"{stack.base_url}/api/v1/agents", json=definition, headers=_attacker_headers()
+        f"{stack.base_url}/api/v1/agents", json=definition, headers=attacker_headers()
     ) as response:
         if response.status != 201:
             raise RuntimeError(f"defining the agent: {response.status} {await response.text()}")
@@ -182,7 +183,7 @@ async def _submit_pattern_tasks(session: aiohttp.ClientSession, stack: Stack) ->
     for _ in range(PATTERN_TASKS):
         body = {"input": "Give me the code", "agent": "picky"}
         async with session.post(
-            f"{stack.base_url}/api/v1/tasks", json=body, headers=_attacker_headers()
+            f"{stack.base_url}/api/v1/tasks", json=body, headers=attacker_headers()
         ) as response:
             if response.status != 202:
                 raise RuntimeError(f"submitting: {response.status} {await response.text()}")
@@ -196,7 +197,7 @@ async def _pattern_outcomes(
     """Read once the flood's refusal has lapsed (a minute after it)."""
     for task_id in ids:
         async with session.get(
-            f"{stack.base_url}/api/v1/tasks/{task_id}", headers=_attacker_headers()
+            f"{stack.base_url}/api/v1/tasks/{task_id}", headers=attacker_headers()
         ) as response:
             task = await response.json()
         if response.status != 200:
@@ -209,7 +210,7 @@ async def _pattern_outcomes(
 
 
 async def _flood(session: aiohttp.ClientSession, base_url: str, result: Isolation) -> None:
-    headers = _attacker_headers()
+    headers = attacker_headers()
     left = FLOOD
     started = time.perf_counter()
 
@@ -227,11 +228,12 @@ async def _flood(session: aiohttp.ClientSession, base_url: str, result: Isolatio
     result.flood_s = time.perf_counter() - started
 
 
-async def _attacker_tenant(database_url: str) -> None:
+async def attacker_tenant(database_url: str, tenant: str = ATTACKER) -> None:
+    """Stores the attacking tenant, every tool enabled."""
     database = Database(database_url)
     try:
         async with database.transaction() as connection:
-            await TenantRepository(connection).create(ATTACKER, "Attacker", at=utc_now())
+            await TenantRepository(connection).create(tenant, "Attacker", at=utc_now())
     finally:
         await database.dispose()
 
@@ -239,12 +241,12 @@ async def _attacker_tenant(database_url: str) -> None:
 async def measure(stack: Stack, baseline_tasks: int) -> Isolation:
     result = Isolation()
     async with client() as session:
-        await _b_tasks(session, stack, [], [], count=5)  # warm-up
+        await b_tasks(session, stack, [], [], count=5)  # warm-up
         stop = asyncio.Event()
         prober = asyncio.create_task(
             _probe(session, stack.base_url, result.baseline_health_ms, stop)
         )
-        await _b_tasks(session, stack, result.baseline_ms, result.b_failures, count=baseline_tasks)
+        await b_tasks(session, stack, result.baseline_ms, result.b_failures, count=baseline_tasks)
         stop.set()
         await prober
         problems_before = len(stack.service.problems())
@@ -252,7 +254,7 @@ async def measure(stack: Stack, baseline_tasks: int) -> Isolation:
         stop, attack_over = asyncio.Event(), asyncio.Event()
         prober = asyncio.create_task(_probe(session, stack.base_url, result.attack_health_ms, stop))
         victim = asyncio.create_task(
-            _b_tasks(session, stack, result.attack_ms, result.b_failures, until=attack_over)
+            b_tasks(session, stack, result.attack_ms, result.b_failures, until=attack_over)
         )
         started = time.perf_counter()
         await _define_picky(session, stack)
@@ -275,7 +277,7 @@ def run(baseline_tasks: int = 60) -> Isolation:
         with tempfile.TemporaryDirectory(prefix="omniforge-bench-") as tmp:
             directory = Path(tmp)
             async with postgres_database() as database_url, AsyncExitStack() as processes:
-                await _attacker_tenant(database_url)
+                await attacker_tenant(database_url)
                 llms = await fake_llms(processes, directory, [PLAIN_DELAY_S])
                 args = [sys.executable, str(FAKE_LLM), "--port", "0", "--model", MODEL]
                 args += ["--delay-s", str(EVIL_DELAY_S), "--reply", EVIL_ANSWER]

@@ -9,6 +9,8 @@ import logging
 import os
 from pathlib import Path
 
+from app.sandbox.procs import processes_of
+
 logger = logging.getLogger(__name__)
 
 _V1 = Path("/sys/fs/cgroup/cpu")
@@ -45,12 +47,9 @@ def cpu_group(share: float, name: str | None = None) -> Path | None:
 def join(group: Path, uid: int) -> None:
     """Moves every process of a host user (a sandbox's) into `group`; what they start
     later is in it too."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if os.stat(f"/proc/{entry}").st_uid == uid:
-                (group / "cgroup.procs").write_text(entry)
+    for pid in processes_of(uid):
+        with contextlib.suppress(OSError):  # it ended meanwhile
+            (group / "cgroup.procs").write_text(str(pid))
 
 
 def remove(group: Path) -> None:

@@ -18,6 +18,7 @@ from app.sandbox.bubblewrap import (
     SandboxLimits,
     stopped_by,
 )
+from app.sandbox.procs import processes_of
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 # How long past a call's own wall-time limit the agent may take to answer before the
@@ -29,12 +30,10 @@ _ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 def kill_user(uid: int, *, sparing: int | None = None) -> None:
     """Kills every process of a host user (`sparing` one)."""
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == sparing:
-            continue
-        with contextlib.suppress(OSError):
-            if os.stat(f"/proc/{name}").st_uid == uid:
-                os.kill(int(name), signal.SIGKILL)
+    for pid in processes_of(uid):
+        if pid != sparing:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 class LiveSandbox:
@@ -81,13 +80,9 @@ class LiveSandbox:
         """CPU seconds its processes used so far, from the kernel's accounting of its user:
         the running ones' and, through their parents, those that ended."""
         total = 0
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
+        for pid in processes_of(self.uid):
             try:
-                if os.stat(f"/proc/{name}").st_uid != self.uid:
-                    continue
-                with open(f"/proc/{name}/stat", "rb") as stat:
+                with open(f"/proc/{pid}/stat", "rb") as stat:
                     fields = stat.read().rsplit(b")", 1)[1].split()
             except OSError:  # it ended meanwhile
                 continue

@@ -1,7 +1,6 @@
 """Real sandboxes (bubblewrap, the system's Python) for the sandbox tests: each test's own,
 each under a host user of its own, stopped after the test."""
 
-import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.sandbox import LiveSandbox, SandboxHost, SandboxLimits
+from app.sandbox.procs import processes_of as user_processes
 
 StartSandbox = Callable[..., Awaitable[LiveSandbox]]
 
@@ -24,14 +24,7 @@ PACKAGES = Path(__file__).resolve().parents[2] / ".sandbox" / "packages"
 
 def processes_of(uid: int) -> int:
     """How many processes a host user (a sandbox's) has now."""
-    count = 0
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                count += os.stat(f"/proc/{name}").st_uid == uid
-            except OSError:
-                continue
-    return count
+    return sum(1 for _ in user_processes(uid))
 
 
 @pytest.fixture

@@ -109,20 +109,54 @@ def held(request: dict[str, Any]) -> list[str]:
     return ["/usr/bin/prlimit", f"--nproc={int(request['processes'])}"]
 
 
-def stop_at_limit(timed_out: threading.Event, kill: Callable[[], None]) -> Callable[[], None]:
-    def stop() -> None:
-        timed_out.set()
-        kill()
+class Watch:
+    """One call of a process (group): its output streamed by two readers (up to `end` on
+    pipes that stay open), its group killed at the call's wall-time limit."""
 
-    return stop
+    def __init__(
+        self, request: dict[str, Any], process: "subprocess.Popen[bytes]", end: bytes = b""
+    ) -> None:
+        self.limit = int(request["output_bytes"])
+        self.seen = {"stdout": [0], "stderr": [0]}
+        self.readers = [
+            threading.Thread(
+                target=pump,
+                args=(request["id"], name, pipe, self.limit, self.seen[name], end),
+                daemon=True,
+            )
+            for name, pipe in (("stdout", process.stdout), ("stderr", process.stderr))
+        ]
+        for reader in self.readers:
+            reader.start()
+        self.kill = killer(process.pid)
+        self.timed_out = threading.Event()
+        self.started = time.monotonic()
+        self.timer = threading.Timer(float(request["wall_s"]), self._at_limit)
+        self.timer.start()
+
+    def _at_limit(self) -> None:
+        self.timed_out.set()
+        self.kill()
+
+    def stop_timer(self) -> None:
+        self.timer.cancel()
+
+    def outcome(self, read_for_s: float | None) -> dict[str, Any]:
+        """Once the output is read (or `read_for_s` passed): whether the limit stopped it,
+        its wall time, and how much output was dropped."""
+        for reader in self.readers:
+            reader.join(read_for_s)
+        return {
+            "timed_out": self.timed_out.is_set(),
+            "wall_s": round(time.monotonic() - self.started, 3),
+            "dropped": {name: max(0, n[0] - self.limit) for name, n in self.seen.items()},
+        }
 
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
     argv = request.get("argv") or ["/bin/sh", "-c", request["script"]]
     cpu = max(1, int(request["cpu_s"] + 0.999))
-    limit = int(request["output_bytes"])
     before = scan()
-    started = time.monotonic()
     try:
         process = subprocess.Popen(
             [*held(request), f"--cpu={cpu}:{cpu + 1}", "--", *argv],
@@ -134,19 +168,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         )
     except OSError as exc:
         return {"exit": None, "error": f"cannot start {argv[0]}: {exc.strerror}"}
-    seen = {"stdout": [0], "stderr": [0]}
-    readers = [
-        threading.Thread(
-            target=pump, args=(request["id"], name, pipe, limit, seen[name]), daemon=True
-        )
-        for name, pipe in (("stdout", process.stdout), ("stderr", process.stderr))
-    ]
-    for reader in readers:
-        reader.start()
-    kill = killer(process.pid)
-    timed_out = threading.Event()
-    timer = threading.Timer(float(request["wall_s"]), stop_at_limit(timed_out, kill))
-    timer.start()
+    watch = Watch(request, process)
     if process.stdin is not None:
         try:
             process.stdin.write(str(request["stdin"]).encode())
@@ -154,18 +176,14 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
         except OSError:
             pass
     status = process.wait()
-    timer.cancel()
-    kill()  # what it left running in its group goes with it
-    for reader in readers:
-        # A process it started in a session of its own (a server left running) may hold its
-        # output open: what it writes after this is not the call's.
-        reader.join(LEFT_OPEN_S)
+    watch.stop_timer()
+    watch.kill()  # what it left running in its group goes with it
     return {
         "exit": status if status >= 0 else None,
         "signal": -status if status < 0 else None,
-        "timed_out": timed_out.is_set(),
-        "wall_s": round(time.monotonic() - started, 3),
-        "dropped": {name: max(0, count[0] - limit) for name, count in seen.items()},
+        # A process it started in a session of its own (a server left running) may hold its
+        # output open: what it writes after a second is not the call's.
+        **watch.outcome(LEFT_OPEN_S),
         **changes(before),
     }
 
@@ -226,37 +244,23 @@ class Kernel:
         assert process is not None
         assert requests is not None
         assert answers is not None
-        limit = int(request["output_bytes"])
         end = ("\x1e" + os.urandom(8).hex() + "\x1e").encode()
         # Its CPU: what it used so far and this call's allowance (the soft limit's signal).
         allowed = int(cpu_of(process.pid) + request["cpu_s"] + 0.999)
         resource.prlimit(process.pid, resource.RLIMIT_CPU, (allowed, resource.RLIM_INFINITY))
         before = scan()
-        started = time.monotonic()
-        seen = {"stdout": [0], "stderr": [0]}
-        readers = [
-            threading.Thread(
-                target=pump, args=(request["id"], name, pipe, limit, seen[name], end), daemon=True
-            )
-            for name, pipe in (("stdout", process.stdout), ("stderr", process.stderr))
-        ]
-        for reader in readers:
-            reader.start()
-        timed_out = threading.Event()
-        kill = killer(process.pid)
-        timer = threading.Timer(float(request["wall_s"]), stop_at_limit(timed_out, kill))
-        timer.start()
+        watch = Watch(request, process, end)
         try:
             requests.write(json.dumps({"code": request["code"], "end": end.decode()}) + "\n")
             requests.flush()
             line = answers.readline()
         except OSError:
             line = ""
-        timer.cancel()
+        watch.stop_timer()
         if line:
             answer = json.loads(line)
         else:  # it died: at a limit, or its code ended it
-            kill()
+            watch.kill()
             status = process.wait()
             answer = {
                 "ok": False,
@@ -265,18 +269,12 @@ class Kernel:
                 "exit": status if status >= 0 else None,
                 "died": True,
             }
-        for reader in readers:
-            reader.join()
-        if line == "":
+        # Its readers end at the call's end marker, or, if it died, once its pipes close
+        # (or a second after, if something it started in a session of its own holds them).
+        outcome = watch.outcome(None if line else LEFT_OPEN_S)
+        if not line:
             self.stop()
-        return {
-            **answer,
-            "restarted": restarted,
-            "timed_out": timed_out.is_set(),
-            "wall_s": round(time.monotonic() - started, 3),
-            "dropped": {name: max(0, count[0] - limit) for name, count in seen.items()},
-            **changes(before),
-        }
+        return {**answer, "restarted": restarted, **outcome, **changes(before)}
 
 
 def cpu_of(pid: int) -> float:
